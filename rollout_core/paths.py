@@ -1,0 +1,22 @@
+"""Where the project keeps models it builds and files it ships."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+ASSETS_DIR = PACKAGE_DIR / "assets"
+"""Small files committed with the code (trained heads, tiny models, example inputs)."""
+
+
+def models_dir() -> Path:
+    """Folder for models built by `python -m rollout_core setup`.
+
+    `ROLLOUT_MODELS_DIR` overrides it; the default is a per-user cache, so clean clones on one
+    machine share the built models and a new machine builds them once.
+    """
+    env = os.environ.get("ROLLOUT_MODELS_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rollout-dashboard" / "models"
