@@ -1,0 +1,170 @@
+"""Safe image decoding for the core, the pages and the CLI.
+
+`load_image` turns whatever the user gave (a path, uploaded bytes, a file object, a PIL image, an array)
+into an upright RGB `PIL.Image.Image` of bounded size, or raises a `RolloutError` that says what is wrong:
+- a declared pixel count above `max_pixels` is refused with `SecurityError` from the header alone, before
+  any pixel is decoded (a decompression bomb costs nothing);
+- not an image, an empty or truncated file -> `InputError`;
+- EXIF orientation is applied; an animated image gives its first frame;
+- every PIL mode becomes RGB with its meaning kept: transparency is composited on white, 16-bit and float
+  images are rescaled (PIL's own `convert("RGB")` clips them to white), CMYK is converted;
+- a legal but large image is downscaled so that its longest side is at most `max_side` (JPEGs are
+  decoded directly at a reduced scale when possible).
+"""
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import BinaryIO, Union
+
+import numpy as np
+from PIL import Image, ImageOps, UnidentifiedImageError
+
+from rollout_core.errors import InputError, SecurityError
+
+DEFAULT_MAX_PIXELS = int(os.environ.get("ROLLOUT_MAX_IMAGE_PIXELS", 40_000_000))
+"""Refuse images declaring more pixels than this (server setting: env `ROLLOUT_MAX_IMAGE_PIXELS`)."""
+
+ImageSource = Union[str, Path, bytes, bytearray, BinaryIO, Image.Image, np.ndarray]
+
+_DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError)
+
+
+def load_image(source: ImageSource, *, max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = 4096) -> Image.Image:
+    """Decode `source` into an upright RGB image with longest side <= `max_side`.
+
+    Raises `SecurityError` when the image declares more than `max_pixels` pixels and `InputError` when
+    it is not a readable image.
+    """
+    if max_side < 1:
+        raise ValueError("max_side must be at least 1")
+    if isinstance(source, Image.Image):
+        image = source
+    elif isinstance(source, np.ndarray):
+        image = _from_array(source, max_pixels)
+    else:
+        image = _open(_read_bytes(source))
+    _check_size(image.size, max_pixels)
+    try:
+        if getattr(image, "format", None) == "JPEG" and max(image.size) > max_side:
+            image.draft(image.mode, _fit(image.size, max_side))  # decode at 1/2, 1/4 or 1/8 scale
+        image.seek(0)  # first frame of an animation
+        image.load()
+        image = ImageOps.exif_transpose(image)
+        rgb = _to_rgb(image)
+    except _DECODE_ERRORS as err:
+        raise InputError(f"the image file is truncated or corrupt and cannot be decoded ({err})") from err
+    if max(rgb.size) > max_side:
+        rgb = rgb.resize(_fit(rgb.size, max_side), Image.LANCZOS)
+    return rgb
+
+
+def _read_bytes(source: str | Path | bytes | bytearray | BinaryIO) -> bytes:
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        data = bytes(source)
+        where = "the uploaded data"
+    elif isinstance(source, (str, Path)):
+        path = Path(source).expanduser()
+        if not path.is_file():
+            raise InputError(f"no image file at {str(path)!r}")
+        data = path.read_bytes()
+        where = f"the file {path.name!r}"
+    elif hasattr(source, "read"):
+        data = source.read()
+        if not isinstance(data, (bytes, bytearray)):
+            raise InputError("the image stream must be opened in binary mode")
+        where = "the uploaded file"
+    else:
+        raise InputError(f"cannot read an image from a {type(source).__name__}; give a path, bytes or an image")
+    if not data:
+        raise InputError(f"{where} is empty (0 bytes): not an image")
+    return bytes(data)
+
+
+def _open(data: bytes) -> Image.Image:
+    """Open lazily: PIL reads only the header here, so the size check happens before decoding."""
+    try:
+        return Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as err:
+        raise SecurityError(f"image refused: it declares too many pixels, a possible decompression bomb ({err})") \
+            from err
+    except UnidentifiedImageError as err:
+        raise InputError("this is not an image PIL can read (expected PNG, JPEG, GIF, WebP, BMP, TIFF, ...)") \
+            from err
+    except _DECODE_ERRORS as err:
+        raise InputError(f"the image header is corrupt ({err})") from err
+
+
+def _check_size(size: tuple[int, int], max_pixels: int) -> None:
+    width, height = size
+    if width < 1 or height < 1:
+        raise InputError(f"the image has no pixels ({width}x{height})")
+    if width * height > max_pixels:
+        raise SecurityError(
+            f"image refused: {width}x{height} = {width * height:,} pixels is above the limit of {max_pixels:,} "
+            "(a possible decompression bomb); use a smaller image or raise the limit"
+        )
+
+
+def _fit(size: tuple[int, int], max_side: int) -> tuple[int, int]:
+    scale = max_side / max(size)
+    return max(1, round(size[0] * scale)), max(1, round(size[1] * scale))
+
+
+def _to_rgb(image: Image.Image) -> Image.Image:
+    """Convert any PIL mode to RGB, keeping brightness and compositing transparency on white."""
+    mode = image.mode
+    if mode == "RGB":
+        return image
+    if mode.startswith("I") or mode == "F":
+        return _from_array(np.asarray(image), max_pixels=None)
+    if mode in ("RGBA", "LA", "PA", "RGBa", "La") or (mode == "P" and "transparency" in image.info):
+        rgba = image.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if mode == "P":
+        return image.convert("RGB")
+    try:
+        return image.convert("RGB")
+    except ValueError as err:
+        raise InputError(f"images in colour mode {mode!r} are not supported; convert it to RGB first") from err
+
+
+def _from_array(array: np.ndarray, max_pixels: int | None) -> Image.Image:
+    """An array (H, W), (H, W, 1|3|4) of uint8, uint16, integers, bool or floats -> RGB PIL image.
+
+    uint16 (PIL's 16-bit modes) is read as 0..65535, other integers as 0..255 when they fit, else as 16-bit;
+    floats in [0, 1] as 0..1, any other float range is stretched from its min to its max.
+    """
+    if array.ndim == 3 and array.shape[2] == 1:
+        array = array[..., 0]
+    if array.ndim not in (2, 3) or (array.ndim == 3 and array.shape[2] not in (3, 4)):
+        raise InputError(f"an image array must be (H, W), (H, W, 3) or (H, W, 4); got shape {array.shape}")
+    if max_pixels is not None:
+        _check_size((array.shape[1], array.shape[0]), max_pixels)
+    array = _as_uint8(array)
+    if array.ndim == 2:
+        return Image.fromarray(array, "L").convert("RGB")
+    if array.shape[2] == 4:
+        return _to_rgb(Image.fromarray(array, "RGBA"))
+    return Image.fromarray(array, "RGB")
+
+
+def _as_uint8(array: np.ndarray) -> np.ndarray:
+    if array.dtype == np.uint8:
+        return np.ascontiguousarray(array)
+    if array.dtype == bool:
+        return array.astype(np.uint8) * 255
+    if np.issubdtype(array.dtype, np.integer):
+        if array.dtype != np.uint16 and array.min() >= 0 and array.max() <= 255:
+            return array.astype(np.uint8)
+        scaled = np.clip(array.astype(np.float64), 0, 65535) / 257.0
+        return np.round(scaled).astype(np.uint8)
+    if np.issubdtype(array.dtype, np.floating):
+        values = np.nan_to_num(array.astype(np.float64), nan=0.0, posinf=0.0, neginf=0.0)
+        low, high = float(values.min()), float(values.max())
+        if low < 0.0 or high > 1.0:
+            values = (values - low) / (high - low) if high > low else np.zeros_like(values)
+        return np.round(values * 255.0).astype(np.uint8)
+    raise InputError(f"image arrays of dtype {array.dtype} are not supported")
