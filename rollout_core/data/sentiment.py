@@ -1,0 +1,372 @@
+"""Generated sentiment sentences with ground truth: which words decide each label.
+
+Sentences are built from clause frames filled from word lists (positive/negative adjectives, verbs and
+nouns, negations that flip, intensifiers, neutral filler, "but"-style contrasts where the second clause
+decides) over several domains (food, film, service, product, hotel). Every `TextExample` records the
+character spans of the words that decide its label: the polar words of the deciding clause(s) and the
+negations that flip them. Those spans are the ground truth for judging explanations.
+
+Splits are honest: train, validation and test draw their polar words from disjoint subsets (a word seen in
+training never decides a test sentence) and use disjoint sentence templates and filler phrases.
+"""
+from __future__ import annotations
+
+import csv
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+POSITIVE = "POSITIVE"
+NEGATIVE = "NEGATIVE"
+LABELS = (NEGATIVE, POSITIVE)
+SPLITS = ("train", "validation", "test")
+NATURAL_CSV = Path(__file__).resolve().parent / "natural_sentences.csv"
+
+
+@dataclass(frozen=True)
+class TextExample:
+    """One sentence, its label ("POSITIVE"/"NEGATIVE") and the character spans of the deciding words."""
+
+    text: str
+    label: str
+    evidence: list[tuple[int, int]]
+
+
+EXAMPLE_SENTENCES: list[str] = [
+    "The food was cold and the waiter was rude.",
+    "I loved this film, the acting was superb.",
+    "The room was not clean and the bed was uncomfortable.",
+    "The hotel looked old, but the staff were wonderfully kind.",
+    "This phone is fast, reliable and worth every penny.",
+    "Honestly, the plot was dull and the ending made no sense.",
+]
+
+# --- word lists --------------------------------------------------------------------------------------
+# Polar adjectives shared by every domain, then each domain's own. (positive, negative)
+_GENERIC_ADJ = (
+    "good great excellent wonderful fantastic superb outstanding lovely brilliant amazing terrific "
+    "marvellous splendid impressive perfect pleasant exceptional fabulous magnificent delightful",
+    "bad terrible awful horrible poor dreadful disappointing mediocre lousy appalling atrocious "
+    "abysmal unpleasant subpar miserable pathetic dire horrendous rotten woeful",
+)
+_DOMAIN_ADJ = {
+    "food": (
+        "delicious tasty fresh flavorful juicy crispy tender scrumptious mouthwatering yummy succulent",
+        "bland stale cold soggy greasy undercooked burnt tasteless overcooked inedible rubbery watery",
+    ),
+    "film": (
+        "gripping moving hilarious captivating thrilling clever touching stunning engaging riveting "
+        "charming funny",
+        "boring dull predictable tedious confusing forgettable clumsy pointless shallow lifeless "
+        "cringeworthy overlong",
+    ),
+    "service": (
+        "friendly helpful attentive polite courteous welcoming prompt kind professional efficient "
+        "cheerful generous",
+        "rude slow unhelpful careless dismissive impolite arrogant inattentive sloppy incompetent "
+        "unfriendly hostile",
+    ),
+    "product": (
+        "reliable sturdy durable useful fast handy intuitive solid elegant responsive dependable "
+        "flawless",
+        "flimsy broken useless faulty defective unreliable clunky fragile buggy slow noisy overpriced",
+    ),
+    "hotel": (
+        "clean spacious comfortable quiet cozy spotless bright luxurious tidy relaxing convenient "
+        "charming",
+        "dirty cramped noisy filthy shabby smelly uncomfortable dingy stuffy grimy damp gloomy",
+    ),
+}
+# Verbs: (past tense, base form) for "I loved X" / "I did not love X".
+_VERBS = (
+    (("loved", "love"), ("enjoyed", "enjoy"), ("adored", "adore"), ("liked", "like"),
+     ("appreciated", "appreciate"), ("cherished", "cherish"), ("treasured", "treasure"), ("valued", "value"), ("admired", "admire")),
+    (("hated", "hate"), ("disliked", "dislike"), ("loathed", "loathe"), ("despised", "despise"),
+     ("detested", "detest"), ("regretted", "regret"), ("deplored", "deplore"), ("abhorred", "abhor")),
+)
+# Polar nouns for "X was a masterpiece".
+_NOUNS = (
+    "masterpiece gem triumph delight treat joy winner bargain marvel pleasure revelation",
+    "disaster mess nightmare letdown failure flop joke disgrace ripoff catastrophe shambles",
+)
+# Words most reviews use: always in the training split, so the held-out splits test rarer synonyms.
+_CORE_TRAIN = {"good", "great", "bad", "terrible", "excellent", "awful", "poor", "loved", "hated", "liked",
+               "enjoyed", "disaster", "mess", "nice"}
+
+NEGATIONS = ("not", "never", "hardly", "wasn't", "weren't", "isn't", "didn't")
+_INTENSIFIERS = ("very", "really", "extremely", "quite", "truly", "incredibly", "absolutely", "so",
+                 "remarkably", "genuinely", "thoroughly", "rather", "pretty", "surprisingly")
+_NOUN_INTENSIFIERS = ("an absolute", "a total", "a real", "a complete", "a true")
+
+# Subjects: (phrase, plural)
+_ENTITIES = {
+    "food": [("the food", 0), ("the pasta", 0), ("the soup", 0), ("the pizza", 0), ("the dessert", 0),
+             ("the steak", 0), ("the curry", 0), ("the bread", 0), ("the coffee", 0), ("the salad", 0),
+             ("the noodles", 1), ("the fries", 1), ("the burger", 0), ("the sushi", 0)],
+    "film": [("the film", 0), ("the movie", 0), ("the plot", 0), ("the ending", 0), ("the script", 0),
+             ("the acting", 0), ("the soundtrack", 0), ("the story", 0), ("the dialogue", 0),
+             ("the performances", 1), ("the characters", 1), ("the sequel", 0), ("the show", 0)],
+    "service": [("the waiter", 0), ("the staff", 1), ("the receptionist", 0), ("the service", 0),
+                ("the manager", 0), ("the support team", 0), ("the driver", 0), ("the cashier", 0),
+                ("the guide", 0), ("the waitress", 0), ("the technician", 0), ("the agent", 0)],
+    "product": [("the phone", 0), ("the laptop", 0), ("the charger", 0), ("the blender", 0),
+                ("the vacuum", 0), ("the headphones", 1), ("the app", 0), ("the battery", 0),
+                ("the keyboard", 0), ("the printer", 0), ("the camera", 0), ("the speakers", 1)],
+    "hotel": [("the room", 0), ("the hotel", 0), ("the bed", 0), ("the bathroom", 0), ("the lobby", 0),
+              ("the pool", 0), ("the apartment", 0), ("the sheets", 1), ("the hostel", 0),
+              ("the suite", 0), ("the towels", 1), ("the cabin", 0)],
+}
+_EXPERIENCE_NOUNS = {
+    "food": ("meal", "dinner", "lunch", "brunch"),
+    "film": ("film", "evening", "watch", "night out"),
+    "service": ("experience", "visit", "appointment", "encounter"),
+    "product": ("purchase", "buy", "investment", "gadget"),
+    "hotel": ("stay", "trip", "weekend", "holiday"),
+}
+_NEUTRAL_SENTENCES = {
+    "food": ("We went there on a Saturday evening", "I ordered the set menu",
+             "My parents chose the restaurant", "We booked a table for four",
+             "It was our first time at this place", "I stopped by after work"),
+    "film": ("We watched it at the cinema downtown", "I saw it with my brother",
+             "It runs for about two hours", "I streamed it on a Sunday",
+             "It is based on a novel", "We went to the late screening"),
+    "service": ("I called them on Monday morning", "We visited the branch in town",
+                "I had an appointment at ten", "The shop was fairly busy",
+                "I went in to return a jacket", "We waited at the counter"),
+    "product": ("I bought it last month", "It arrived in a small box", "I use it every day",
+                "It replaced my old one", "I ordered it online", "My friend gave it to me"),
+    "hotel": ("We stayed for three nights", "The hotel is near the station", "We checked in late",
+              "It was a business trip", "We booked it through an agency", "We arrived on Friday"),
+}
+# Sentence templates, disjoint per split: {c} one clause; {c1} {c2} two clauses of the same polarity;
+# contrast templates set c1 to the opposite polarity and let c2 decide; {f} a neutral sentence,
+# {p} a neutral prefix, {t} a neutral tail.
+_TEMPLATES = {
+    "train": {
+        "single": ("{C}.", "{p}, {c}.", "{C} {t}.", "{F}. {C}.", "{F}, and {c}."),
+        "double": ("{C1} and {c2}.", "{C1}. {C2}.", "{C1}, and {c2} {t}."),
+        "contrast": ("{C1}, but {c2}.", "Although {c1}, {c2}.", "{C1}. However, {c2}.",
+                     "{p}, {c1}, but {c2}."),
+    },
+    "validation": {
+        "single": ("{C}!", "{F}; {c}."),
+        "double": ("{C1}, {c2}.", "{C1}; {c2}."),
+        "contrast": ("{C1}, yet {c2}.", "Even though {c1}, {c2}."),
+    },
+    "test": {
+        "single": ("{F}. {p}, {c}.", "{p}: {c}.", "{C}, {t}."),
+        "double": ("{C1}, and also {c2}.", "{p}, {c1} and {c2}."),
+        "contrast": ("{C1} but {c2}.", "{C1}. Still, {c2}.", "While {c1}, {c2}."),
+    },
+}
+_PREFIXES = {
+    "train": ("To be honest", "Overall", "In the end", "Frankly", "On our second visit", "This time"),
+    "validation": ("All in all", "For what it's worth", "Last night"),
+    "test": ("Honestly", "In short", "Looking back", "As it turned out"),
+}
+_TAILS = {
+    "train": ("this time", "last weekend", "on our first visit", "from the start"),
+    "validation": ("yesterday", "on a busy Friday"),
+    "test": ("if I am honest", "as far as I could tell", "in my opinion"),
+}
+
+
+def _words(text: str) -> tuple[str, ...]:
+    return tuple(text.split())
+
+
+def _assign_splits() -> dict[str, str]:
+    """Deal the polar words of every list round-robin: 1 to validation, 1 to test, 5 to train.
+
+    Core words always go to train; a word in several lists keeps its first split, so splits stay disjoint.
+    """
+    lists = [_words(_GENERIC_ADJ[p]) for p in (0, 1)]
+    lists += [_words(pair[p]) for pair in _DOMAIN_ADJ.values() for p in (0, 1)]
+    lists += [tuple(past for past, _ in _VERBS[p]) for p in (0, 1)] + [_words(_NOUNS[p]) for p in (0, 1)]
+    deal = ("validation", "test") + ("train",) * 5
+    assigned = {word: "train" for word in _CORE_TRAIN}
+    for words in lists:
+        fresh = [w for w in words if w not in assigned]
+        assigned.update({w: deal[i % len(deal)] for i, w in enumerate(fresh)})
+    return assigned
+
+
+_SPLIT_OF = _assign_splits()
+
+
+def _keep(words: tuple, split: str, key=lambda w: w) -> tuple:
+    kept = tuple(w for w in words if _SPLIT_OF[key(w)] == split)
+    if not kept:
+        raise AssertionError(f"word list {words[:3]}... has nothing in split {split!r}")
+    return kept
+
+
+class _Sentence:
+    """Accumulates text pieces and the character spans of the evidence pieces."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.evidence: list[tuple[int, int]] = []
+        self.length = 0
+
+    def add(self, piece: str, evidence: bool = False) -> None:
+        if evidence:
+            self.evidence.append((self.length, self.length + len(piece)))
+        self.parts.append(piece)
+        self.length += len(piece)
+
+    def text(self) -> str:
+        joined = "".join(self.parts)
+        return joined[:1].upper() + joined[1:]
+
+
+class _Generator:
+    """Fills clause frames from the word subsets of one split."""
+
+    def __init__(self, split: str, rng: random.Random) -> None:
+        if split not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {split!r}")
+        self.rng = rng
+        self.split = split
+        # The lists are written (positive, negative); these are indexed by polarity: [False] negative, [True] positive.
+        order = (1, 0)
+        self.adjectives = {
+            domain: tuple(_keep(_words(_GENERIC_ADJ[p]) + _words(_DOMAIN_ADJ[domain][p]), split) for p in order)
+            for domain in _DOMAIN_ADJ
+        }
+        self.generic = tuple(_keep(_words(_GENERIC_ADJ[p]), split) for p in order)
+        self.verbs = tuple(_keep(_VERBS[p], split, key=lambda v: v[0]) for p in order)
+        self.nouns = tuple(_keep(_words(_NOUNS[p]), split) for p in order)
+        self.templates = _TEMPLATES[split]
+
+    # A clause is a list of (piece, is_evidence); `positive` is the polarity the clause must express.
+    def clause(self, domain: str, positive: bool) -> list[tuple[str, bool]]:
+        rng = self.rng
+        negate = rng.random() < 0.3
+        polar = positive != negate  # polarity of the polar word itself
+        kind = rng.choices(("copula", "noun", "verb", "experience", "recommend"), (6, 1, 2, 1.5, 0.7))[0]
+        subject, plural = rng.choice(_ENTITIES[domain]) if rng.random() > 0.08 else ("it", 0)
+        be = "were" if plural else "was"
+        if kind == "noun" and plural:
+            kind = "copula"
+        if kind == "recommend" and not polar:
+            kind = "verb"
+        if kind == "copula":
+            adj = rng.choice(self.adjectives[domain][polar])
+            out = [(subject + " ", False)]
+            if negate:
+                out += self._negated_be(be)
+                if out[-2][0] in ("not", be + "n't") and rng.random() < 0.25:
+                    out.append((rng.choice(("very", "particularly", "especially")) + " ", False))
+            else:
+                out.append((be + " ", False))
+                if rng.random() < 0.5:
+                    out.append((rng.choice(_INTENSIFIERS) + " ", False))
+            return out + [(adj, True)]
+        if kind == "noun":
+            noun = rng.choice(self.nouns[polar])
+            out = [(subject + " ", False)] + (self._negated_be(be) if negate else [(be + " ", False)])
+            if not negate and rng.random() < 0.4:
+                article = rng.choice(_NOUN_INTENSIFIERS) + " "
+            else:
+                article = "an " if noun[0] in "aeiou" else "a "
+            return out + [(article, False), (noun, True)]
+        if kind == "verb":
+            past, base = rng.choice(self.verbs[polar])
+            out = [(rng.choice(("I", "we")) + " ", False)]
+            if negate:
+                form = rng.choice(("did not", "didn't", "never"))
+                if form == "did not":
+                    out += [("did ", False), ("not", True), (" ", False), (base, True)]
+                else:
+                    out += [(form, True), (" ", False), (past if form == "never" else base, True)]
+            else:
+                if rng.random() < 0.3:
+                    out.append((rng.choice(("really", "truly", "absolutely", "thoroughly")) + " ", False))
+                out.append((past, True))
+            return out + [(" " + subject, False)]
+        if kind == "experience":
+            adj = rng.choice(self.generic[polar])
+            noun = rng.choice(_EXPERIENCE_NOUNS[domain])
+            article = "an " if adj[0] in "aeiou" else "a "
+            out = [("it ", False)] + (self._negated_be("was") if negate else [("was ", False)])
+            return out + [(article, False), (adj, True), (" " + noun, False)]
+        # recommend (polar is positive here; a negation makes it negative)
+        out = [(rng.choice(("I", "we")) + " would ", False)]
+        if negate:
+            out += [(rng.choice(("not", "never")), True), (" ", False)]
+        elif rng.random() < 0.4:
+            out.append((rng.choice(("happily", "definitely", "gladly")) + " ", False))
+        return out + [("recommend", True), (" " + subject, False)]
+
+    def _negated_be(self, be: str) -> list[tuple[str, bool]]:
+        form = self.rng.choice(("not", "never", "hardly", "n't"))
+        if form == "n't":
+            return [(be + "n't", True), (" ", False)]
+        return [(be + " ", False), (form, True), (" ", False)]
+
+    def sentence(self, positive: bool) -> TextExample:
+        rng = self.rng
+        domain = rng.choice(tuple(_ENTITIES))
+        kind = rng.choices(("single", "double", "contrast"), (4, 2, 3))[0]
+        template = rng.choice(self.templates[kind])
+        clauses = {
+            "c": self.clause(domain, positive),
+            "c1": self.clause(domain, positive if kind == "double" else not positive),
+            "c2": self.clause(domain, positive),
+        }
+        deciding = {"c", "c2"} | ({"c1"} if kind == "double" else set())
+        out = _Sentence()
+        for literal, field in re.findall(r"([^{]*)(?:\{(\w+)\})?", template):
+            out.add(literal)
+            if not field:
+                continue
+            name = field.lower()
+            if name == "p":
+                out.add(rng.choice(_PREFIXES[self.split]))
+            elif name == "t":
+                out.add(rng.choice(_TAILS[self.split]))
+            elif name == "f":
+                out.add(rng.choice(_NEUTRAL_SENTENCES[domain]))
+            else:
+                pieces = clauses[name]
+                for i, (piece, evidence) in enumerate(pieces):
+                    if i == 0 and field[0].isupper():
+                        piece = piece[:1].upper() + piece[1:]
+                    out.add(piece, evidence and name in deciding)
+        return TextExample(out.text(), POSITIVE if positive else NEGATIVE, out.evidence)
+
+
+def generate(n: int, seed: int = 0, split: str = "test") -> list[TextExample]:
+    """`n` sentences of one split, half positive and half negative (odd n: one more negative), seeded."""
+    rng = random.Random(f"sentiment:{split}:{seed}")
+    generator = _Generator(split, rng)
+    labels = [i % 2 == 1 for i in range(n)]
+    rng.shuffle(labels)
+    return [generator.sentence(positive) for positive in labels]
+
+
+def evidence_spans(text: str, words: list[str]) -> list[tuple[int, int]]:
+    """Character spans of `words` (words or phrases) in `text`, each the next unused whole-word match."""
+    spans: list[tuple[int, int]] = []
+    for word in words:
+        pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
+        match = next((m for m in pattern.finditer(text) if m.span() not in spans), None)
+        if match is None:
+            raise ValueError(f"evidence {word!r} is not a whole word of {text!r}")
+        spans.append(match.span())
+    return sorted(spans)
+
+
+def natural(path: Path = NATURAL_CSV) -> list[TextExample]:
+    """The hand-written natural sentences (columns text, label, evidence with words separated by "|")."""
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    examples = []
+    for row in rows:
+        if row["label"] not in LABELS:
+            raise ValueError(f"label must be one of {LABELS}: {row}")
+        words = [w.strip() for w in row["evidence"].split("|") if w.strip()]
+        examples.append(TextExample(row["text"], row["label"], evidence_spans(row["text"], words)))
+    return examples
