@@ -164,6 +164,8 @@ class _Accumulator:
     rollout: torch.Tensor | None = None
     layer_rows: list[torch.Tensor] = field(default_factory=list)
     layer_attention_rows: list[torch.Tensor] = field(default_factory=list)
+    _fused: torch.Tensor | None = None
+    _spare: torch.Tensor | None = None
 
     def next_layer(self) -> int:
         layer = self.calls
@@ -185,9 +187,24 @@ class _Accumulator:
             discard_ratio=self.discard_ratio,
             attention_mask=self.padding_mask,
         )
-        del fused
-        self.rollout = step if self.rollout is None else torch.matmul(step, self.rollout)
+        if step.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr():
+            step = step.clone()  # the fused buffer is overwritten by the next layer
+        if self.rollout is None:
+            self.rollout = step
+        else:
+            # R_new = Ã · R into a spare buffer that is reused layer after layer (fewer large allocations)
+            spare = self._spare if self._spare is not None and self._spare.dtype == step.dtype else None
+            product = torch.matmul(step, self.rollout, out=spare) if spare is not None else torch.matmul(step, self.rollout)
+            self._spare, self.rollout = self.rollout, product
+        del step
         self.layer_rows.append(self._rows(self.rollout).clone())
+
+    def fused_buffer(self, batch: int, n: int, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        """(B, n, n) buffer for one layer's fused attention, reused across layers."""
+        buffer = self._fused
+        if buffer is None or buffer.shape != (batch, n, n) or buffer.dtype != dtype or buffer.device != device:
+            buffer = self._fused = torch.empty(batch, n, n, dtype=dtype, device=device)
+        return buffer
 
     def _rows(self, matrix: torch.Tensor) -> torch.Tensor:
         return matrix if self.rows is None else matrix[:, self.rows, :]
@@ -212,8 +229,8 @@ class _Accumulator:
 
 
 def _query_block(batch: int, heads: int, n: int) -> int:
-    """Query rows per block so that one block of scores is about one (n, n) matrix."""
-    return max(1, min(n, n // max(1, batch * heads)))
+    """Query rows per block so that one block of scores is about a quarter of an (n, n) matrix."""
+    return max(1, min(n, n // max(1, 4 * batch * heads)))
 
 
 def _block_probabilities(
@@ -243,19 +260,19 @@ def _block_probabilities(
     k = key.to(compute)
     group = heads // kv_heads
     scores = torch.matmul(q.reshape(batch, kv_heads, group, stop - start, dim), k.unsqueeze(2).transpose(-1, -2))
-    scores = scores.reshape(batch, heads, stop - start, key.shape[2]) * scale
+    scores = scores.reshape(batch, heads, stop - start, key.shape[2]).mul_(scale)  # in place: one block alive
     if softcap is not None:
-        scores = torch.tanh(scores / softcap) * softcap
+        scores = scores.div_(softcap).tanh_().mul_(softcap)
     if position_bias is not None:
-        scores = scores + _query_rows(position_bias, start, stop).to(compute)
+        scores = scores.add_(_query_rows(position_bias, start, stop).to(compute))
     floor = torch.finfo(compute).min
     if attention_mask is not None:
         block = _query_rows(attention_mask, start, stop)
-        scores = scores.masked_fill(~block, floor) if block.dtype == torch.bool else scores + block.to(compute)
+        scores = scores.masked_fill_(~block, floor) if block.dtype == torch.bool else scores.add_(block.to(compute))
     elif is_causal and query.shape[2] > 1:
         rows = torch.arange(start, stop, device=query.device)[:, None]
         future = torch.arange(key.shape[2], device=query.device)[None, :] > rows
-        scores = scores.masked_fill(future, floor)
+        scores = scores.masked_fill_(future, floor)
     return torch.softmax(scores, dim=-1)
 
 
@@ -316,7 +333,7 @@ def _stream_attention(
             if accumulator.wants(layer):
                 block = fuse_heads(probs, how=accumulator.head_fusion)
                 if fused is None:
-                    fused = torch.empty(batch, q_len, k_len, dtype=block.dtype, device=block.device)
+                    fused = accumulator.fused_buffer(batch, q_len, block.dtype, block.device)
                 fused[:, start:stop] = block
             if output is not None:
                 output[:, :, start:stop] = torch.matmul(probs.to(value.dtype), values)

@@ -1,0 +1,138 @@
+"""Extra peak memory of low-memory (streaming) rollout vs `output_attentions=True`.
+
+Model: BERT-base shape (12 layers, 12 heads, hidden 768, intermediate 3072) with 4096 positions and
+random weights, fp32, CPU, batch 1. Each configuration runs in a fresh subprocess that builds the
+model, warms it up on 16 tokens, resets the peak-RSS counter (/proc/self/clear_refs) and then
+measures VmHWM - VmRSS around one explanation (rollout of the whole stack, CLS row after every
+layer). The plain path runs under an address-space cap (RLIMIT_AS), so that an out-of-memory ends
+as "failed" instead of taking the shared machine down.
+
+Modes:
+  forward  eager forward, no attentions kept (what the model itself needs; reference only)
+  plain    eager forward with output_attentions=True, then attention_rollout (final matrix only,
+           so the plain path is if anything under-counted)
+  stream   rollout_core.lowmem.streaming_rollout (SDPA outputs, blocked probabilities)
+
+Run: python benchmarks/bench_memory.py [--quick] [--cap-gb 8]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+MODEL = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+             max_position_embeddings=4096, vocab_size=1000)
+MODES = ("forward", "plain", "stream")
+
+
+def _status_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    raise KeyError(field)
+
+
+def _child(mode: str, n: int, cap_bytes: int) -> dict:
+    """Runs in the subprocess: build, warm up, reset the peak, measure one explanation."""
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    sys.path.insert(0, str(ROOT))
+    from rollout_core.lowmem import streaming_rollout
+    from rollout_core.maths.rollout import attention_rollout
+
+    torch.manual_seed(0)
+    config = transformers.BertConfig(**MODEL, attn_implementation="eager")
+    model = transformers.BertModel(config).eval()
+    handle = type("Handle", (), {"model": model, "device": torch.device("cpu")})()
+
+    def run(length: int) -> None:
+        inputs = {"input_ids": torch.randint(5, MODEL["vocab_size"], (1, length))}
+        with torch.no_grad():
+            if mode == "forward":
+                model(**inputs)
+            elif mode == "plain":
+                attention_rollout(model(**inputs, output_attentions=True).attentions)
+            else:
+                streaming_rollout(handle, inputs, rows=[0])
+
+    run(16)
+    if cap_bytes:
+        limit = _status_kib("VmSize") * 1024 + cap_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
+    before = _status_kib("VmRSS")
+    start = time.perf_counter()
+    try:
+        run(n)
+    except (RuntimeError, MemoryError) as err:
+        return {"mode": mode, "n": n, "failed": str(err).splitlines()[0][:120]}
+    seconds = time.perf_counter() - start
+    return {"mode": mode, "n": n, "extra_mib": (_status_kib("VmHWM") - before) / 1024, "seconds": seconds}
+
+
+def _measure(mode: str, n: int, cap_bytes: int) -> dict:
+    cmd = [sys.executable, __file__, "--child", mode, str(n), str(cap_bytes)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:120]
+        return {"mode": mode, "n": n, "failed": reason}
+    return json.loads(lines[-1])
+
+
+def _cell(result: dict) -> str:
+    return "failed" if "failed" in result else f"{result['extra_mib']:.0f} MiB ({result['seconds']:.1f} s)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1024 and 2048 tokens only")
+    parser.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap per run above the loaded model")
+    parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        mode, n, cap = args.child
+        print(json.dumps(_child(mode, int(n), int(cap))))
+        return
+
+    sys.path.insert(0, str(ROOT))
+    from rollout_core.lowmem import estimate_full_capture_bytes
+
+    lengths = (1024, 2048) if args.quick else (1024, 2048, 4096)
+    cap = int(args.cap_gb * 2**30)
+    print(f"BERT-base shape, random weights: {MODEL['num_hidden_layers']} layers, {MODEL['num_attention_heads']} heads, "
+          f"hidden {MODEL['hidden_size']}, {MODEL['max_position_embeddings']} positions; fp32, batch 1, 1 thread; "
+          f"cap {args.cap_gb:g} GiB above the loaded model per run")
+    print("extra peak RSS above the loaded model (time of the run)")
+    header = f"{'tokens':>6} | {'forward only':>20} | {'output_attentions':>20} | {'streaming':>20} | plain/stream | kept attentions"
+    print(header)
+    print("-" * len(header))
+    for n in lengths:
+        results = {mode: _measure(mode, n, cap) for mode in MODES}
+        plain, stream = results["plain"], results["stream"]
+        ratio = "n/a"
+        if "failed" not in plain and "failed" not in stream:
+            ratio = f"{plain['extra_mib'] / stream['extra_mib']:.1f}x"
+        elif "failed" in plain and "failed" not in stream:
+            ratio = "plain failed"
+        kept = estimate_full_capture_bytes(MODEL["num_hidden_layers"], MODEL["num_attention_heads"], n) / 2**20
+        print(f"{n:>6} | {_cell(results['forward']):>20} | {_cell(plain):>20} | {_cell(stream):>20} | "
+              f"{ratio:>12} | {kept:.0f} MiB", flush=True)
+        for result in results.values():
+            if "failed" in result:
+                print(f"         {result['mode']} at {n}: {result['failed']}")
+
+
+if __name__ == "__main__":
+    main()
