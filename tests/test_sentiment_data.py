@@ -1,0 +1,159 @@
+"""The generated sentiment data: deterministic, honest splits, evidence that points at the deciding words."""
+import csv
+import re
+
+import pytest
+
+from rollout_core.data import sentiment
+
+# An independent lexicon, written here by hand (not imported): every word that may decide a label.
+POSITIVE_WORDS = set("""
+good great excellent wonderful fantastic superb outstanding lovely brilliant amazing terrific marvellous
+splendid impressive perfect pleasant exceptional fabulous magnificent delightful nice delicious tasty fresh
+flavorful juicy crispy tender scrumptious mouthwatering yummy succulent gripping moving hilarious captivating
+thrilling clever touching stunning engaging riveting charming funny friendly helpful attentive polite courteous
+welcoming prompt kind professional efficient cheerful generous reliable sturdy durable useful fast handy
+intuitive solid elegant responsive dependable flawless clean spacious comfortable quiet cozy spotless bright
+luxurious tidy relaxing convenient masterpiece gem triumph delight treat joy winner bargain marvel pleasure
+revelation recommend loved love enjoyed enjoy adored adore liked like appreciated appreciate cherished cherish
+treasured treasure valued value admired admire
+""".split())
+NEGATIVE_WORDS = set("""
+bad terrible awful horrible poor dreadful disappointing mediocre lousy appalling atrocious abysmal unpleasant
+subpar miserable pathetic dire horrendous rotten woeful bland stale cold soggy greasy undercooked burnt
+tasteless overcooked inedible rubbery watery boring dull predictable tedious confusing forgettable clumsy
+pointless shallow lifeless cringeworthy overlong rude slow unhelpful careless dismissive impolite arrogant
+inattentive sloppy incompetent unfriendly hostile flimsy broken useless faulty defective unreliable clunky
+fragile buggy noisy overpriced dirty cramped filthy shabby smelly uncomfortable dingy stuffy grimy damp gloomy
+disaster mess nightmare letdown failure flop joke disgrace ripoff catastrophe shambles hated hate disliked
+dislike loathed loathe despised despise detested detest regretted regret deplored deplore abhorred abhor
+""".split())
+NEGATION_WORDS = {"not", "never", "hardly", "wasn't", "weren't", "isn't", "didn't"}
+
+
+def _polar_words(examples):
+    words = set()
+    for example in examples:
+        for start, end in example.evidence:
+            word = example.text[start:end].lower()
+            if word not in NEGATION_WORDS and word != "recommend":
+                words.add(word)
+    return words
+
+
+@pytest.fixture(scope="module")
+def splits():
+    return {split: sentiment.generate(600, seed=3, split=split) for split in sentiment.SPLITS}
+
+
+def test_generation_is_deterministic_per_seed():
+    assert sentiment.generate(80, seed=5, split="train") == sentiment.generate(80, seed=5, split="train")
+    assert sentiment.generate(80, seed=5, split="train") != sentiment.generate(80, seed=6, split="train")
+    assert sentiment.generate(80, seed=5) == sentiment.generate(80, seed=5, split="test")
+
+
+def test_labels_are_balanced_and_sentences_varied(splits):
+    for examples in splits.values():
+        labels = [e.label for e in examples]
+        assert labels.count("POSITIVE") == labels.count("NEGATIVE") == 300
+        assert len({e.text for e in examples}) > 0.95 * len(examples)
+    assert len(sentiment.generate(7, seed=0)) == 7
+
+
+def test_unknown_split_is_refused():
+    with pytest.raises(ValueError, match="split"):
+        sentiment.generate(3, split="dev")
+
+
+def test_splits_share_no_deciding_word_and_no_sentence(splits):
+    words = {split: _polar_words(examples) for split, examples in splits.items()}
+    texts = {split: {e.text for e in examples} for split, examples in splits.items()}
+    for a, b in (("train", "test"), ("train", "validation"), ("validation", "test")):
+        assert words[a].isdisjoint(words[b]), words[a] & words[b]
+        assert texts[a].isdisjoint(texts[b])
+    assert len(words["test"]) >= 20  # the held-out split is not a handful of words
+
+
+def test_evidence_spans_are_whole_vocabulary_words(splits):
+    vocabulary = POSITIVE_WORDS | NEGATIVE_WORDS | NEGATION_WORDS
+    for examples in splits.values():
+        for example in examples:
+            assert example.evidence, example
+            assert example.evidence == sorted(example.evidence)
+            for start, end in example.evidence:
+                word = example.text[start:end]
+                assert word.lower() in vocabulary, (word, example.text)
+                assert start == 0 or not example.text[start - 1].isalnum()
+                assert end == len(example.text) or not example.text[end].isalnum()
+
+
+def test_label_follows_the_evidence_with_negations_flipping(splits):
+    """Each polar evidence word, flipped by a negation just before it, agrees with the label."""
+    negated = {"POSITIVE": 0, "NEGATIVE": 0}
+    for examples in splits.values():
+        for example in examples:
+            pending_negation = False
+            for start, end in example.evidence:
+                word = example.text[start:end].lower()
+                if word in NEGATION_WORDS:
+                    pending_negation = True
+                    continue
+                positive = (word in POSITIVE_WORDS) != pending_negation
+                assert ("POSITIVE" if positive else "NEGATIVE") == example.label, example
+                negated[example.label] += pending_negation
+                pending_negation = False
+            assert not pending_negation, example  # a negation always comes with its word
+    assert min(negated.values()) >= 100  # negations flip both ways, and often
+
+
+def test_in_contrasts_only_the_second_clause_decides(splits):
+    contrasts = 0
+    for examples in splits.values():
+        for example in examples:
+            match = re.search(r"\bbut\b|\byet\b|\bHowever\b|\bStill\b", example.text) or (
+                re.match(r"(Although|Even though|While) [^,]*,", example.text))
+            if match:
+                contrasts += 1
+                assert all(start >= match.end() for start, _ in example.evidence), example
+    assert contrasts >= 300
+
+
+def test_natural_csv_is_well_formed_and_balanced():
+    with open(sentiment.NATURAL_CSV, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert list(rows[0]) == ["text", "label", "evidence"]
+    examples = sentiment.natural()
+    assert len(examples) == len(rows) >= 60
+    labels = [e.label for e in examples]
+    assert abs(labels.count("POSITIVE") - labels.count("NEGATIVE")) <= 2
+    assert len({e.text for e in examples}) == len(examples)
+    for example, row in zip(examples, rows):
+        found = sorted(example.text[s:e].lower() for s, e in example.evidence)
+        assert found == sorted(w.strip().lower() for w in row["evidence"].split("|")), example
+    assert sum(bool(re.search(r"\b(not|never|no|nobody)\b|n't", e.text)) for e in examples) >= 8
+    assert sum(" but " in e.text for e in examples) >= 5
+
+
+def test_natural_rejects_evidence_that_is_not_in_the_text(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("text,label,evidence\nThe soup was cold.,NEGATIVE,hot\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="hot"):
+        sentiment.natural(bad)
+    bad.write_text("text,label,evidence\nThe soup was cold.,MEH,cold\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="label"):
+        sentiment.natural(bad)
+
+
+def test_evidence_spans_match_whole_words_and_repeated_words():
+    text = "Not bad, not bad at all; the notebook was fine."
+    assert sentiment.evidence_spans(text, ["not", "not"]) == [(0, 3), (9, 12)]
+    with pytest.raises(ValueError):
+        sentiment.evidence_spans(text, ["not", "not", "not"])  # "notebook" is not the word "not"
+
+
+def test_example_sentences():
+    examples = sentiment.EXAMPLE_SENTENCES
+    assert 5 <= len(examples) <= 8
+    assert "The food was cold and the waiter was rude." in examples
+    assert any(" but " in s for s in examples)
+    assert any(re.search(r"\b(not|never|hardly)\b|n't", s) for s in examples)
