@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import functools
 import inspect
 import os
 import sys
@@ -80,14 +81,17 @@ def uses_attention_interface(model: torch.nn.Module) -> bool:
     defining the model class calls `ALL_ATTENTION_FUNCTIONS.get_interface(`.
     """
     for cls in type(model).__mro__:
-        module = sys.modules.get(cls.__module__)
-        if module is None or not cls.__module__.startswith("transformers.models."):
-            continue
-        try:
-            return _INTERFACE_MARK in inspect.getsource(module)
-        except (OSError, TypeError):
-            return False
+        if cls.__module__.startswith("transformers.models.") and cls.__module__ in sys.modules:
+            return _module_uses_interface(cls.__module__)
     return False
+
+
+@functools.lru_cache(maxsize=None)
+def _module_uses_interface(name: str) -> bool:
+    try:
+        return _INTERFACE_MARK in inspect.getsource(sys.modules[name])
+    except (OSError, TypeError):
+        return False
 
 
 def streaming_rollout(
