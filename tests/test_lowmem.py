@@ -279,3 +279,18 @@ def test_every_self_attention_family_keeps_sdpa_and_matches_plain_path(kind, tmp
         images = list(np.random.default_rng(0).integers(0, 255, (2, 40, 40, 3), dtype=np.uint8))
         inputs = dict(handle.processor(images=images, return_tensors="pt"))
     _same_as_plain(handle.model, inputs, path="interface", sdpa_layers=handle.num_layers, rows=[0])
+
+
+@pytest.mark.parametrize("model_class, config_class, config, path, sdpa_layers", [
+    # one layer module shared by all 3 layers: layers are counted per call
+    ("AlbertModel", "AlbertConfig", dict(embedding_size=16, num_hidden_layers=3), "interface", 3),
+    # logit soft-capping (SDPA cannot): the output comes from the same probability blocks; sliding window
+    ("Gemma2ForCausalLM", "Gemma2Config",
+     dict(num_hidden_layers=2, num_key_value_heads=2, head_dim=8, attn_logit_softcapping=5.0, sliding_window=4),
+     "interface", 0),
+    # attention computed inline (no interface): hooks
+    ("MPNetModel", "MPNetConfig", dict(num_hidden_layers=2), "hooks", 0),
+])
+def test_shared_layers_softcap_and_inline_families(model_class, config_class, config, path, sdpa_layers):
+    model = _tiny(model_class, config_class, 5, **TEXT, **config)
+    _same_as_plain(model, _text_batch(), path=path, sdpa_layers=sdpa_layers, rows=[0], logits_atol=1e-4)
