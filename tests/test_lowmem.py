@@ -286,11 +286,16 @@ def test_every_self_attention_family_keeps_sdpa_and_matches_plain_path(kind, tmp
     ("AlbertModel", "AlbertConfig", dict(embedding_size=16, num_hidden_layers=3), "interface", 3),
     # logit soft-capping (SDPA cannot): the output comes from the same probability blocks; sliding window
     ("Gemma2ForCausalLM", "Gemma2Config",
-     dict(num_hidden_layers=2, num_key_value_heads=2, head_dim=8, attn_logit_softcapping=5.0, sliding_window=4),
+     dict(num_hidden_layers=2, num_key_value_heads=2, head_dim=8, attn_logit_softcapping=1.0, sliding_window=4,
+          query_pre_attn_scalar=1),
      "interface", 0),
     # attention computed inline (no interface): hooks
     ("MPNetModel", "MPNetConfig", dict(num_hidden_layers=2), "hooks", 0),
 ])
 def test_shared_layers_softcap_and_inline_families(model_class, config_class, config, path, sdpa_layers):
     model = _tiny(model_class, config_class, 5, **TEXT, **config)
+    with torch.no_grad():  # sharper attention (scores of several units): soft-capping and masks matter
+        for name, param in model.named_parameters():
+            if name.rsplit(".", 2)[-2] in ("q_proj", "k_proj", "query", "key", "q", "k"):
+                param.mul_(6.0)
     _same_as_plain(model, _text_batch(), path=path, sdpa_layers=sdpa_layers, rows=[0], logits_atol=1e-4)
