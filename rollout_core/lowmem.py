@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
-from rollout_core.errors import UnsupportedModelError
+from rollout_core.errors import InputError, UnsupportedModelError
 
 STREAM_IMPLEMENTATION = "rollout_stream"
 """Name under which the streaming attention function is registered while a capture runs."""
@@ -184,6 +184,9 @@ class _Accumulator:
         from rollout_core.maths.rollout import augment_layer
 
         fused = fused if fused.dtype in (torch.float32, torch.float64) else fused.float()
+        n = fused.shape[-1]
+        if self.rows is not None and any(not 0 <= r < n for r in self.rows):
+            raise InputError(f"Explained rows {self.rows} are outside the {n} positions of the input.")
         self.layer_attention_rows.append(self._rows(fused).clone())
         step = augment_layer(
             fused,
@@ -238,7 +241,6 @@ def _query_block(batch: int, heads: int, n: int) -> int:
 
 
 def _block_probabilities(
-    module: torch.nn.Module,
     query: torch.Tensor,
     key: torch.Tensor,
     attention_mask: torch.Tensor | None,
@@ -316,7 +318,7 @@ def _stream_attention(
     values = _repeat_heads(value, heads)
 
     if accumulator is None:
-        weights = _block_probabilities(module, query, key, attention_mask, 0, q_len, **options)
+        weights = _block_probabilities(query, key, attention_mask, 0, q_len, **options)
         weights = torch.nn.functional.dropout(weights.to(query.dtype), p=dropout, training=module.training)
         return torch.matmul(weights, values).transpose(1, 2).contiguous(), weights
 
@@ -333,7 +335,7 @@ def _stream_attention(
         step = _query_block(batch, heads, q_len)
         for start in range(0, q_len, step):
             stop = min(q_len, start + step)
-            probs = _block_probabilities(module, query, key, attention_mask, start, stop, **options)
+            probs = _block_probabilities(query, key, attention_mask, start, stop, **options)
             if accumulator.wants(layer):
                 block = fuse_heads(probs, how=accumulator.head_fusion)
                 if fused is None:

@@ -299,3 +299,11 @@ def test_shared_layers_softcap_and_inline_families(model_class, config_class, co
             if name.rsplit(".", 2)[-2] in ("q_proj", "k_proj", "query", "key", "q", "k"):
                 param.mul_(6.0)
     _same_as_plain(model, _text_batch(), path=path, sdpa_layers=sdpa_layers, rows=[0], logits_atol=1e-4)
+
+
+def test_rows_outside_the_input_are_a_clear_error(bert):
+    from rollout_core.errors import InputError
+
+    with pytest.raises(InputError, match="outside"):
+        streaming_rollout(_handle(bert), _text_batch(), rows=[8])
+    assert bert.config._attn_implementation == "eager"
