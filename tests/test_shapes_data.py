@@ -61,3 +61,23 @@ def test_shape_geometry_matches_its_label():
             assert 0.45 < props.solidity < 0.8
         elif e.label == "star":
             assert 0.4 < props.solidity < 0.75
+
+
+def test_example_images_exist_decode_and_shapes_are_deterministic(tmp_path, monkeypatch):
+    from rollout_core.data.example_images import SHAPES_SPLIT, example_images
+    from rollout_core.inputs.images import load_image
+
+    monkeypatch.setenv("ROLLOUT_MODELS_DIR", str(tmp_path / "models"))
+    examples = example_images()
+    assert {"astronaut", "chelsea", "coffee", "rocket"} <= set(examples)
+    shape_names = [name for name in examples if name.startswith("shapes-")]
+    assert len(shape_names) >= 2
+    for name, path in examples.items():
+        assert path.is_file(), name
+        image = load_image(path)
+        assert image.mode == "RGB" and min(image.size) >= 32
+    by_label = {e.label: e for e in generate(len(LABELS), **SHAPES_SPLIT)}
+    for name in shape_names:
+        assert examples[name].parent == tmp_path / "examples"
+        assert np.array_equal(np.asarray(load_image(examples[name])), by_label[name.removeprefix("shapes-")].image)
+    assert example_images() == examples  # a second call reuses the written files

@@ -41,7 +41,7 @@ def generate(n: int, seed: int = 0, split: str = "test", size: int = DEFAULT_SIZ
 
 def _example(rng: np.random.Generator, label: str, size: int) -> ImageExample:
     background = _clutter(rng, size)
-    radius = rng.uniform(0.14, 0.27) * size
+    radius = rng.uniform(0.17, 0.3) * size
     margin = radius + 1
     centre = rng.uniform(margin, size - margin, 2)
     angle = rng.uniform(0, 2 * math.pi)
