@@ -234,6 +234,7 @@ def test_sources_file_object_pil_and_arrays_agree(tmp_path: Path):
     Image.fromarray(pixels).save(path)
     with open(path, "rb") as handle:
         from_handle = np.asarray(load_image(handle))
+        assert np.array_equal(np.asarray(load_image(handle)), from_handle)  # read again, as a page rerun does
     for result in (from_handle, np.asarray(load_image(path.read_bytes())), np.asarray(load_image(Image.open(path))),
                    np.asarray(load_image(pixels))):
         assert np.array_equal(result, pixels)

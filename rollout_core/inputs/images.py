@@ -71,6 +71,8 @@ def _read_bytes(source: str | Path | bytes | bytearray | BinaryIO) -> bytes:
         data = path.read_bytes()
         where = f"the file {path.name!r}"
     elif hasattr(source, "read"):
+        if getattr(source, "seekable", lambda: False)():
+            source.seek(0)  # Streamlit reruns read the same UploadedFile again: start from its beginning
         data = source.read()
         if not isinstance(data, (bytes, bytearray)):
             raise InputError("the image stream must be opened in binary mode")
