@@ -1,0 +1,19 @@
+"""Fusing attention heads into one matrix per layer."""
+from __future__ import annotations
+
+import torch
+
+from rollout_core.errors import InputError
+
+HEAD_FUSIONS = ("mean", "max", "min")
+
+
+def fuse_heads(attention: torch.Tensor, how: str = "mean") -> torch.Tensor:
+    """(..., H, n, n) -> (..., n, n): mean (the rollout paper), max or min over the head axis."""
+    if how == "mean":
+        return attention.mean(dim=-3)
+    if how == "max":
+        return attention.amax(dim=-3)
+    if how == "min":
+        return attention.amin(dim=-3)
+    raise InputError(f"unknown head fusion {how!r}: choose one of {', '.join(HEAD_FUSIONS)}")

@@ -1,0 +1,252 @@
+"""Attention rollout (Abnar & Zuidema 2020), batched and device-agnostic.
+
+Convention: token states mix as h_l = Ã_l · h_(l-1), so the rollout through layers start..end-1 is
+R = Ã_(end-1) · ... · Ã_start (later layers on the LEFT) and R[b, i, j] is the share of input token j
+in output token i. Every Ã is row-stochastic on the real tokens; padded positions are exactly 0.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+
+from rollout_core.errors import InputError
+from rollout_core.maths.fusion import fuse_heads
+
+Attentions = Sequence[torch.Tensor] | torch.Tensor
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulate in float64 for float64 inputs, float32 for everything else (fp16/bf16 included)."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def stack_attentions(attentions: Attentions) -> torch.Tensor:
+    """Validate and return attentions as one (L, B, H, n, n) tensor (no copy when already stacked)."""
+    if isinstance(attentions, torch.Tensor):
+        if attentions.dim() != 5:
+            raise InputError(f"attentions tensor must be (layers, batch, heads, n, n), got shape {tuple(attentions.shape)}")
+        stacked = attentions
+    else:
+        layers = list(attentions)
+        if not layers:
+            raise InputError("no attention layers were given")
+        if any(a is None for a in layers):
+            raise InputError("some layers returned no attention weights (load the model with eager attention)")
+        shapes = {tuple(a.shape) for a in layers}
+        if len(shapes) != 1:
+            raise InputError(f"attention layers have different shapes: {sorted(shapes)}")
+        if layers[0].dim() != 4:
+            raise InputError(f"each attention layer must be (batch, heads, n, n), got shape {tuple(layers[0].shape)}")
+        stacked = torch.stack(layers)
+    if stacked.shape[-1] != stacked.shape[-2]:
+        raise InputError(f"attention matrices must be square, got {tuple(stacked.shape[-2:])}")
+    return stacked
+
+
+def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
+    """Python slice semantics over layers (negative indices allowed); an empty range is an error."""
+    if not isinstance(start_layer, int) or (end_layer is not None and not isinstance(end_layer, int)):
+        raise InputError("start_layer and end_layer must be integers")
+    selected = range(num_layers)[start_layer:end_layer]
+    if len(selected) == 0:
+        raise InputError(
+            f"layer range start_layer={start_layer}, end_layer={end_layer} selects no layer of {num_layers}"
+        )
+    return selected
+
+
+def real_token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """(B, n) float mask of real tokens (all ones when no mask is given)."""
+    if attention_mask is None:
+        return torch.ones(batch, n, device=device, dtype=dtype)
+    if tuple(attention_mask.shape) != (batch, n):
+        raise InputError(f"attention_mask must be (batch, n) = {(batch, n)}, got {tuple(attention_mask.shape)}")
+    return (attention_mask.to(device) > 0).to(dtype)
+
+
+def _check_options(residual_weight: float, discard_ratio: float) -> None:
+    if not 0.0 <= float(discard_ratio) < 1.0:
+        raise InputError(f"discard_ratio must be in [0, 1), got {discard_ratio}")
+    if float(residual_weight) < 0 or not torch.isfinite(torch.tensor(float(residual_weight))):
+        raise InputError(f"residual_weight must be a finite number >= 0, got {residual_weight}")
+
+
+def _discard_lowest(fused: torch.Tensor, pair_mask: torch.Tensor, discard_ratio: float) -> torch.Tensor:
+    """Zero the lowest `discard_ratio` of each sample's real-token entries (exact count, stable ties).
+
+    The diagonal is never discarded: the residual path keeps a token's own share anyway, and keeping it
+    means a row can never lose all of its mass to discarding.
+    """
+    batch, n, _ = fused.shape
+    eye = torch.eye(n, dtype=torch.bool, device=fused.device)
+    candidates = pair_mask.bool() & ~eye
+    flat = fused.masked_fill(~candidates, float("inf")).reshape(batch, n * n)
+    order = torch.argsort(flat, dim=-1, stable=True)
+    ranks = torch.empty_like(order)
+    ranks.scatter_(-1, order, torch.arange(n * n, device=fused.device).expand(batch, -1))
+    counts = torch.floor(candidates.reshape(batch, -1).sum(-1) * discard_ratio).long()
+    drop = (ranks < counts[:, None]).reshape(batch, n, n)
+    return fused.masked_fill(drop, 0.0)
+
+
+def augment_layer(
+    fused: torch.Tensor,
+    *,
+    residual_weight: float = 1.0,
+    discard_ratio: float = 0.0,
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """One layer's Ã from head-fused attention (B, n, n): discard, add residual_weight·I, row-normalise.
+
+    - Padded rows and columns are set to exactly 0 before anything else. A masked softmax gives real
+      queries no weight on padded keys, so real tokens get the same Ã as without padding.
+    - Rows are normalised over the last axis (keepdim), so Ã is row-stochastic on real tokens.
+    - A real row whose sum is 0 (e.g. residual_weight 0 and everything discarded) becomes the identity
+      row: the token keeps itself. Never NaN or Inf.
+    Computed in float32 (float64 for float64 input).
+    """
+    _check_options(residual_weight, discard_ratio)
+    if fused.dim() != 3 or fused.shape[-1] != fused.shape[-2]:
+        raise InputError(f"fused attention must be (batch, n, n), got shape {tuple(fused.shape)}")
+    dtype = compute_dtype(fused.dtype)
+    batch, n, _ = fused.shape
+    values = torch.nan_to_num(fused.to(dtype), nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0)
+    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
+    pair_mask = real[:, :, None] * real[:, None, :]
+    values = values * pair_mask
+    if discard_ratio > 0:
+        values = _discard_lowest(values, pair_mask, float(discard_ratio))
+    eye = torch.eye(n, dtype=dtype, device=fused.device)
+    real_eye = eye * real[:, :, None]
+    values = values + float(residual_weight) * real_eye
+    row_sums = values.sum(dim=-1, keepdim=True)
+    empty_rows = (row_sums <= 0) & (real[:, :, None] > 0)
+    values = torch.where(empty_rows, real_eye, values)
+    row_sums = values.sum(dim=-1, keepdim=True)
+    return torch.where(row_sums > 0, values / row_sums.clamp_min(torch.finfo(dtype).tiny), values)
+
+
+def _augmented_layers(
+    attentions: Attentions,
+    head_fusion: str,
+    residual_weight: float,
+    discard_ratio: float,
+    start_layer: int,
+    end_layer: int | None,
+    attention_mask: torch.Tensor | None,
+) -> list[torch.Tensor]:
+    stacked = stack_attentions(attentions)
+    _check_options(residual_weight, discard_ratio)
+    layers = layer_range(stacked.shape[0], start_layer, end_layer)
+    return [
+        augment_layer(
+            fuse_heads(stacked[l].to(compute_dtype(stacked.dtype)), head_fusion),
+            residual_weight=residual_weight,
+            discard_ratio=discard_ratio,
+            attention_mask=attention_mask,
+        )
+        for l in layers
+    ]
+
+
+def attention_rollout(
+    attentions: Attentions,
+    *,
+    head_fusion: str = "mean",
+    residual_weight: float = 1.0,
+    discard_ratio: float = 0.0,
+    start_layer: int = 0,
+    end_layer: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    all_layers: bool = False,
+) -> torch.Tensor:
+    """Rollout R = Ã_(end-1) ··· Ã_start, shape (B, n, n); with all_layers, (L', B, n, n) where entry k
+    is the rollout through layers start..start+k (what a layer slider shows).
+
+    `attentions`: L tensors (B, H, n, n) as transformers returns them, or one (L, B, H, n, n) tensor.
+    `end_layer` is exclusive. Padded tokens (attention_mask 0) get exactly 0.
+    """
+    layers = _augmented_layers(
+        attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
+    )
+    rollout = layers[0]
+    history = [rollout]
+    for augmented in layers[1:]:
+        rollout = torch.bmm(augmented, rollout)
+        if all_layers:
+            history.append(rollout)
+    return torch.stack(history) if all_layers else rollout
+
+
+def row_weights(rows: int | Sequence[int] | torch.Tensor, batch: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """Explained rows as weight vectors (B, k, n): ints become one-hot rows; a (B, k, n) or (k, n) tensor
+    of weights (e.g. uniform over pooled tokens for a mean-pooled encoder) is used as given."""
+    if isinstance(rows, torch.Tensor) and rows.is_floating_point():
+        weights = rows.to(device=device, dtype=dtype)
+        if weights.dim() == 2:
+            weights = weights.expand(batch, -1, -1)
+        if weights.dim() != 3 or weights.shape[0] != batch or weights.shape[-1] != n:
+            raise InputError(f"row weights must be (batch, k, n) with n={n}, got {tuple(rows.shape)}")
+        return weights
+    indices = [int(rows)] if isinstance(rows, int) else [int(r) for r in rows]
+    if not indices:
+        raise InputError("no rows were asked for")
+    bad = [r for r in indices if not -n <= r < n]
+    if bad:
+        raise InputError(f"rows {bad} are outside the {n} positions")
+    one_hot = torch.zeros(len(indices), n, device=device, dtype=dtype)
+    one_hot[torch.arange(len(indices)), torch.tensor(indices) % n] = 1.0
+    return one_hot.expand(batch, -1, -1)
+
+
+def rollout_rows(
+    attentions: Attentions,
+    rows: int | Sequence[int] | torch.Tensor,
+    *,
+    head_fusion: str = "mean",
+    residual_weight: float = 1.0,
+    discard_ratio: float = 0.0,
+    start_layer: int = 0,
+    end_layer: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    all_layers: bool = False,
+) -> torch.Tensor:
+    """Only the requested rows of the rollout, (B, k, n) (with all_layers (L', B, k, n)).
+
+    Uses vector-matrix products from the top layer down: v·Ã_(end-1)···Ã_start costs k·n² per layer
+    instead of n³, which is what a [CLS]-row explanation needs. Equal to the rows of attention_rollout.
+    """
+    layers = _augmented_layers(
+        attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
+    )
+    batch, n, _ = layers[0].shape
+    weights = row_weights(rows, batch, n, layers[0].device, layers[0].dtype)
+
+    def through(top: int) -> torch.Tensor:
+        vector = weights
+        for augmented in reversed(layers[: top + 1]):
+            vector = torch.bmm(vector, augmented)
+        return vector
+
+    if not all_layers:
+        return through(len(layers) - 1)
+    return torch.stack([through(k) for k in range(len(layers))])
+
+
+def layer_attention(
+    attentions: Attentions,
+    *,
+    head_fusion: str = "mean",
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Raw head-fused attention of every layer, (L, B, n, n): padded rows/columns 0, real rows
+    renormalised over real tokens (no residual). The slider's "this layer only" view."""
+    stacked = stack_attentions(attentions)
+    dtype = compute_dtype(stacked.dtype)
+    fused = fuse_heads(stacked.to(dtype), head_fusion)
+    _, batch, n, _ = fused.shape
+    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
+    fused = torch.nan_to_num(fused, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0) * (real[:, :, None] * real[:, None, :])
+    sums = fused.sum(dim=-1, keepdim=True)
+    return torch.where(sums > 0, fused / sums.clamp_min(torch.finfo(dtype).tiny), fused)
