@@ -38,6 +38,8 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import torch
 
 from rollout_core.errors import InputError, UnsupportedModelError
+from rollout_core.maths.fusion import fuse_heads
+from rollout_core.maths.rollout import augment_layer, layer_attention, layer_range
 
 STREAM_IMPLEMENTATION = "rollout_stream"
 """Name under which the streaming attention function is registered while a capture runs."""
@@ -128,12 +130,15 @@ def streaming_rollout(
     batch = {k: (v.to(device) if isinstance(v, torch.Tensor) else v) for k, v in inputs.items()}
     padding = batch.get("attention_mask")
     padding = padding if isinstance(padding, torch.Tensor) and padding.dim() == 2 else None
+    num_layers = getattr(handle, "num_layers", None) or getattr(config, "num_hidden_layers", None)
+    if not num_layers:
+        raise UnsupportedModelError("Low-memory capture needs the number of layers (config.num_hidden_layers).")
     accumulator = _Accumulator(
         head_fusion=head_fusion,
         residual_weight=float(residual_weight),
         discard_ratio=float(discard_ratio),
-        start_layer=int(start_layer),
-        end_layer=None if end_layer is None else int(end_layer),
+        num_layers=int(num_layers),
+        layers=layer_range(int(num_layers), start_layer, end_layer),
         rows=None if rows is None else [int(r) for r in rows],
         padding_mask=padding,
     )
@@ -159,8 +164,8 @@ class _Accumulator:
     head_fusion: str
     residual_weight: float
     discard_ratio: float
-    start_layer: int
-    end_layer: int | None
+    num_layers: int
+    layers: range  # the layers rolled out, as rollout_core.maths.rollout.layer_range selects them
     rows: list[int] | None
     padding_mask: torch.Tensor | None
     calls: int = 0
@@ -177,17 +182,18 @@ class _Accumulator:
         return layer
 
     def wants(self, layer: int) -> bool:
-        return layer >= self.start_layer and (self.end_layer is None or layer < self.end_layer)
+        return layer in self.layers
 
     def add(self, fused: torch.Tensor) -> None:
         """Fold one layer's head-fused attention (B, n, n) into R (float32 or wider)."""
-        from rollout_core.maths.rollout import augment_layer
-
         fused = fused if fused.dtype in (torch.float32, torch.float64) else fused.float()
         n = fused.shape[-1]
         if self.rows is not None and any(not 0 <= r < n for r in self.rows):
             raise InputError(f"Explained rows {self.rows} are outside the {n} positions of the input.")
-        self.layer_attention_rows.append(self._rows(fused).clone())
+        # the plain path's raw view: a one-layer, one-head stack through layer_attention (padding masked)
+        raw = layer_attention(fused[None, :, None], attention_mask=self.padding_mask)[0]
+        self.layer_attention_rows.append(self._rows(raw).clone())
+        del raw
         step = augment_layer(
             fused,
             residual_weight=self.residual_weight,
@@ -217,11 +223,10 @@ class _Accumulator:
         return matrix if self.rows is None else matrix[:, self.rows, :]
 
     def result(self) -> dict[str, Any]:
-        end = self.calls if self.end_layer is None else self.end_layer
-        if not 0 <= self.start_layer < end <= self.calls:
+        if self.calls != self.num_layers:
             raise UnsupportedModelError(
-                f"Layers {self.start_layer}..{end} were asked for, but the model ran {self.calls} attention "
-                "layers through the low-memory capture."
+                f"The model has {self.num_layers} layers but ran {self.calls} attention calls through the "
+                "low-memory capture; use capture='full' for this model."
             )
         return {
             "matrix": self.rollout,
@@ -303,8 +308,6 @@ def _stream_attention(
     Called outside a capture (another thread using the same model object while a capture switched
     its config), it behaves like eager attention and returns the per-head weights.
     """
-    from rollout_core.maths.fusion import fuse_heads
-
     for name in _UNSUPPORTED_KWARGS:
         if kwargs.get(name) is not None:
             raise UnsupportedModelError("Low-memory capture does not support attention sinks; use capture='full'.")
@@ -429,8 +432,6 @@ def _take_probabilities(output: Any) -> tuple[Any, torch.Tensor | None]:
 
 
 def _hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
-    from rollout_core.maths.fusion import fuse_heads
-
     accumulator = _ACTIVE.get()
     if accumulator is None:
         return output

@@ -17,7 +17,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 transformers = pytest.importorskip("transformers")
 
-from rollout_core.errors import UnsupportedModelError  # noqa: E402
+from rollout_core.errors import InputError, UnsupportedModelError  # noqa: E402
 from rollout_core.lowmem import (  # noqa: E402
     STREAM_IMPLEMENTATION,
     _streaming_implementation,
@@ -26,7 +26,7 @@ from rollout_core.lowmem import (  # noqa: E402
     streaming_rollout,
     uses_attention_interface,
 )
-from rollout_core.maths.rollout import attention_rollout  # noqa: E402
+from rollout_core.maths.rollout import attention_rollout, layer_attention  # noqa: E402
 from tiny_models import IMAGE_FAMILIES, TEXT_FAMILIES, build_tiny  # noqa: E402
 
 ATOL = 2e-5
@@ -77,11 +77,11 @@ def _text_batch() -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask}
 
 
-def _plain(model, inputs, **options):
+def _plain(model, inputs, all_layers=False, **options):
     with torch.no_grad():
         out = model(**inputs, output_attentions=True)
-    kwargs = {"attention_mask": inputs.get("attention_mask")} if "attention_mask" in inputs else {}
-    return out, attention_rollout(out.attentions, **options, **kwargs)
+    return out, attention_rollout(out.attentions, attention_mask=inputs.get("attention_mask"), all_layers=all_layers,
+                                  **options)
 
 
 def _naive_rollout(attentions, residual_weight=1.0):
@@ -100,10 +100,13 @@ def _naive_rollout(attentions, residual_weight=1.0):
 
 def _same_as_plain(model, inputs, *, path, sdpa_layers, rows, logits_atol=ATOL):
     """Streaming vs plain path: same rollout, same model outputs, the expected capture path."""
-    plain_out, plain = _plain(model, inputs)
+    plain_out, plain = _plain(model, inputs, all_layers=True)
     stream = streaming_rollout(_handle(model), inputs, rows=rows)
     assert (stream["path"], stream["sdpa_layers"]) == (path, sdpa_layers)
-    torch.testing.assert_close(stream["matrix"], plain, atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream["matrix"], plain[-1], atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream["layer_rows"], plain[:, :, rows], atol=ATOL, rtol=0)
+    raw = layer_attention(plain_out.attentions, attention_mask=inputs.get("attention_mask"))
+    torch.testing.assert_close(stream["layer_attention_rows"], raw[:, :, rows], atol=ATOL, rtol=0)
     torch.testing.assert_close(stream["outputs"][0], plain_out[0], atol=logits_atol, rtol=0)
     return stream
 
@@ -146,6 +149,7 @@ def test_layer_rows_follow_the_cumulative_rollout(bert):
     {"discard_ratio": 0.3},
     {"start_layer": 1},
     {"end_layer": 2, "residual_weight": 0.0},
+    {"start_layer": -2, "end_layer": -1},
 ])
 def test_options_match_plain_path(bert, options):
     inputs = _text_batch()
@@ -192,10 +196,12 @@ def test_no_global_state_leaks(bert):
     assert STREAM_IMPLEMENTATION not in AttentionInterface._global_mapping
     assert STREAM_IMPLEMENTATION not in AttentionMaskInterface._global_mapping
     assert all(m.config._attn_implementation == "eager" for m in bert.modules() if hasattr(m, "config"))
-    with pytest.raises(UnsupportedModelError):
-        streaming_rollout(_handle(bert), _text_batch(), start_layer=2, end_layer=5)
+    with pytest.raises(InputError):  # raised by augment_layer inside the forward, at the first layer
+        streaming_rollout(_handle(bert), _text_batch(), discard_ratio=1.5)
     assert STREAM_IMPLEMENTATION not in AttentionInterface._global_mapping
     assert bert.config._attn_implementation == "eager"
+    with pytest.raises(InputError):  # an empty layer range, before the forward
+        streaming_rollout(_handle(bert), _text_batch(), start_layer=3)
 
 
 def test_a_plain_forward_crossing_the_switch_still_gets_eager_attentions(bert):
@@ -302,8 +308,6 @@ def test_shared_layers_softcap_and_inline_families(model_class, config_class, co
 
 
 def test_rows_outside_the_input_are_a_clear_error(bert):
-    from rollout_core.errors import InputError
-
     with pytest.raises(InputError, match="outside"):
         streaming_rollout(_handle(bert), _text_batch(), rows=[8])
     assert bert.config._attn_implementation == "eager"
