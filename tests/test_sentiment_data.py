@@ -9,7 +9,8 @@ from rollout_core.data import sentiment
 # An independent lexicon, written here by hand (not imported): every word that may decide a label.
 POSITIVE_WORDS = set("""
 good great excellent wonderful fantastic superb outstanding lovely brilliant amazing terrific marvellous
-splendid impressive perfect pleasant exceptional fabulous magnificent delightful nice delicious tasty fresh
+splendid impressive perfect pleasant exceptional fabulous magnificent delightful nice incredible remarkable
+beautiful gorgeous awesome glorious sublime exquisite delicious tasty fresh
 flavorful juicy crispy tender scrumptious mouthwatering yummy succulent gripping moving hilarious captivating
 thrilling clever touching stunning engaging riveting charming funny friendly helpful attentive polite courteous
 welcoming prompt kind professional efficient cheerful generous reliable sturdy durable useful fast handy
@@ -20,7 +21,8 @@ treasured treasure valued value admired admire
 """.split())
 NEGATIVE_WORDS = set("""
 bad terrible awful horrible poor dreadful disappointing mediocre lousy appalling atrocious abysmal unpleasant
-subpar miserable pathetic dire horrendous rotten woeful bland stale cold soggy greasy undercooked burnt
+subpar miserable pathetic dire horrendous rotten woeful nasty inferior unacceptable disgusting hopeless lame
+ugly bland stale cold soggy greasy undercooked burnt
 tasteless overcooked inedible rubbery watery boring dull predictable tedious confusing forgettable clumsy
 pointless shallow lifeless cringeworthy overlong rude slow unhelpful careless dismissive impolite arrogant
 inattentive sloppy incompetent unfriendly hostile flimsy broken useless faulty defective unreliable clunky
@@ -72,6 +74,15 @@ def test_splits_share_no_deciding_word_and_no_sentence(splits):
         assert words[a].isdisjoint(words[b]), words[a] & words[b]
         assert texts[a].isdisjoint(texts[b])
     assert len(words["test"]) >= 20  # the held-out split is not a handful of words
+
+
+def test_held_out_deciding_words_are_single_wordpieces_of_the_base_encoder(splits):
+    """MULTI_PIECE_WORDS is exactly the multi-piece polar words, and none of them is held out."""
+    base = pytest.importorskip("rollout_core.build.text_model").base_model_dir()
+    vocab = set((base / "vocab.txt").read_text(encoding="utf-8").split("\n"))
+    assert sentiment.MULTI_PIECE_WORDS == {w for w in POSITIVE_WORDS | NEGATIVE_WORDS if w not in vocab}
+    for split in ("validation", "test"):
+        assert all(w in vocab for w in _polar_words(splits[split]))
 
 
 def test_evidence_spans_are_whole_vocabulary_words(splits):

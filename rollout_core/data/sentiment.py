@@ -7,7 +7,8 @@ character spans of the words that decide its label: the polar words of the decid
 negations that flip them. Those spans are the ground truth for judging explanations.
 
 Splits are honest: train, validation and test draw their polar words from disjoint subsets (a word seen in
-training never decides a test sentence) and use disjoint sentence templates and filler phrases.
+training never decides a test sentence) and use disjoint sentence templates and filler phrases. Held-out
+polar words are single WordPiece tokens of the base encoder (see MULTI_PIECE_WORDS).
 """
 from __future__ import annotations
 
@@ -46,9 +47,11 @@ EXAMPLE_SENTENCES: list[str] = [
 # Polar adjectives shared by every domain, then each domain's own. (positive, negative)
 _GENERIC_ADJ = (
     "good great excellent wonderful fantastic superb outstanding lovely brilliant amazing terrific "
-    "marvellous splendid impressive perfect pleasant exceptional fabulous magnificent delightful",
+    "marvellous splendid impressive perfect pleasant exceptional fabulous magnificent delightful incredible "
+    "remarkable beautiful gorgeous awesome glorious sublime exquisite",
     "bad terrible awful horrible poor dreadful disappointing mediocre lousy appalling atrocious "
-    "abysmal unpleasant subpar miserable pathetic dire horrendous rotten woeful",
+    "abysmal unpleasant subpar miserable pathetic dire horrendous rotten woeful nasty inferior unacceptable "
+    "disgusting hopeless lame ugly",
 )
 _DOMAIN_ADJ = {
     "food": (
@@ -93,6 +96,19 @@ _NOUNS = (
 # Words most reviews use: always in the training split, so the held-out splits test rarer synonyms.
 _CORE_TRAIN = {"good", "great", "bad", "terrible", "excellent", "awful", "poor", "loved", "hated", "liked",
                "enjoyed", "disaster", "mess", "nice"}
+
+# Polar words that the base encoder's WordPiece vocabulary (all-MiniLM-L6-v2, uncased) splits into pieces.
+# They train but are never held out: the encoder has no embedding of its own for them (e.g. "woeful" is
+# "wo ##ef ##ul", as close to "wonderful" as to "terrible"), so held-out accuracy on them would measure
+# the tokenizer, not whether the classifier generalises. tests/test_sentiment_data.py checks this list.
+MULTI_PIECE_WORDS = frozenset("""
+abhor abhorred abysmal adore appalling atrocious attentive buggy captivating cherish cherished clunky
+courteous cringeworthy crispy dependable deplore deplored despise detest detested dingy dismissive flavorful
+flimsy forgettable gloomy grimy horrendous impolite inattentive incompetent inedible letdown loathe loathed
+lousy marvellous mediocre mouthwatering overcooked overlong overpriced ripoff riveting rubbery scrumptious
+shabby shambles smelly soggy spotless stuffy subpar succulent tasteless tasty tedious treasured undercooked
+unfriendly unhelpful woeful yummy
+""".split())
 
 NEGATIONS = ("not", "never", "hardly", "wasn't", "weren't", "isn't", "didn't")
 _INTENSIFIERS = ("very", "really", "extremely", "quite", "truly", "incredibly", "absolutely", "so",
@@ -179,13 +195,15 @@ def _words(text: str) -> tuple[str, ...]:
 def _assign_splits() -> dict[str, str]:
     """Deal the polar words of every list round-robin: 1 to validation, 1 to test, 5 to train.
 
-    Core words always go to train; a word in several lists keeps its first split, so splits stay disjoint.
+    Core and multi-piece words always go to train; a word in several lists keeps its first split, so
+    splits stay disjoint.
     """
     lists = [_words(_GENERIC_ADJ[p]) for p in (0, 1)]
     lists += [_words(pair[p]) for pair in _DOMAIN_ADJ.values() for p in (0, 1)]
     lists += [tuple(past for past, _ in _VERBS[p]) for p in (0, 1)] + [_words(_NOUNS[p]) for p in (0, 1)]
     deal = ("validation", "test") + ("train",) * 5
-    assigned = {word: "train" for word in _CORE_TRAIN}
+    whole_verbs = {past for pair in _VERBS for past, base in pair if base in MULTI_PIECE_WORDS}
+    assigned = {word: "train" for word in _CORE_TRAIN | MULTI_PIECE_WORDS | whole_verbs}
     for words in lists:
         fresh = [w for w in words if w not in assigned]
         assigned.update({w: deal[i % len(deal)] for i, w in enumerate(fresh)})
