@@ -22,7 +22,7 @@ from scipy.sparse.csgraph import maximum_flow
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
-from rollout_core.maths.rollout import Attentions, augment_layer, compute_dtype, real_token_mask, stack_attentions
+from rollout_core.maths.rollout import Attentions, augment_layer, compute_dtype, as_layers, real_token_mask
 
 ProgressCallback = Callable[[int, int], None]
 INT32_MAX = 2**31 - 1
@@ -90,18 +90,19 @@ def attention_flow(
     real model is then much sparser); the error this causes is measured in tests/benchmarks, not bounded.
     `progress(done, total)` is called after each max-flow problem.
     """
-    stacked = stack_attentions(attentions)
-    dtype = compute_dtype(stacked.dtype)
-    num_layers, batch, _, n, _ = stacked.shape
-    layers = range(num_layers)[start_layer:end_layer]
+    all_layers = as_layers(attentions)
+    dtype = compute_dtype(all_layers[0].dtype)
+    batch, _, n, _ = all_layers[0].shape
+    device = all_layers[0].device
+    layers = range(len(all_layers))[start_layer:end_layer]
     if len(layers) == 0:
         raise InputError(f"layer range start_layer={start_layer}, end_layer={end_layer} selects no layer")
     outputs = list(range(n)) if output_tokens is None else [int(t) for t in output_tokens]
     if not outputs or any(not 0 <= t < n for t in outputs):
         raise InputError(f"output_tokens must be positions in 0..{n - 1}, got {output_tokens}")
-    real = real_token_mask(attention_mask, batch, n, stacked.device, dtype).bool().cpu().numpy()
+    real = real_token_mask(attention_mask, batch, n, device, dtype).bool().cpu().numpy()
     augmented = torch.stack([
-        augment_layer(fuse_heads(stacked[l].to(dtype), head_fusion), residual_weight=residual_weight,
+        augment_layer(fuse_heads(all_layers[l].to(dtype), head_fusion), residual_weight=residual_weight,
                       attention_mask=attention_mask)
         for l in layers
     ]).cpu().to(torch.float64).numpy()  # (L', B, n, n)
@@ -119,4 +120,4 @@ def attention_flow(
                                   prune_below, progress, done, total)
         for (row, _), flow in zip(kept_outputs, values):
             result[b, row, keep] = flow
-    return torch.from_numpy(result).to(device=stacked.device, dtype=dtype)
+    return torch.from_numpy(result).to(device=device, dtype=dtype)

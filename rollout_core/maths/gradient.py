@@ -10,7 +10,7 @@ from __future__ import annotations
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.rollout import Attentions, compute_dtype, layer_range, real_token_mask, stack_attentions
+from rollout_core.maths.rollout import Attentions, compute_dtype, layer_range, as_layers, real_token_mask
 
 
 def gradient_rollout(
@@ -27,17 +27,19 @@ def gradient_rollout(
     `gradients[l]` is ∂y/∂attentions[l], same shapes. Padded rows/columns of each Ā_l are zeroed, so
     padded tokens receive exactly 0 off the diagonal and do not feed real tokens.
     """
-    attn = stack_attentions(attentions)
-    grad = stack_attentions(gradients)
-    if attn.shape != grad.shape:
-        raise InputError(f"gradients shape {tuple(grad.shape)} differs from attentions {tuple(attn.shape)}")
-    dtype = compute_dtype(attn.dtype)
-    _, batch, _, n, _ = attn.shape
-    real = real_token_mask(attention_mask, batch, n, attn.device, dtype)
+    attn = as_layers(attentions)
+    grad = as_layers(gradients)
+    if len(attn) != len(grad) or attn[0].shape != grad[0].shape:
+        raise InputError(f"gradients ({len(grad)} x {tuple(grad[0].shape)}) do not match attentions "
+                         f"({len(attn)} x {tuple(attn[0].shape)})")
+    dtype = compute_dtype(attn[0].dtype)
+    batch, _, n, _ = attn[0].shape
+    device = attn[0].device
+    real = real_token_mask(attention_mask, batch, n, device, dtype)
     pair = real[:, :, None] * real[:, None, :]
-    relevance = torch.eye(n, dtype=dtype, device=attn.device).expand(batch, n, n) * real[:, :, None]
+    relevance = torch.eye(n, dtype=dtype, device=device).expand(batch, n, n) * real[:, :, None]
     history = []
-    for l in layer_range(attn.shape[0], start_layer, end_layer):
+    for l in layer_range(len(attn), start_layer, end_layer):
         weighted = (grad[l].to(dtype) * attn[l].to(dtype)).clamp_min(0.0).mean(dim=1)
         weighted = torch.nan_to_num(weighted, nan=0.0, posinf=0.0, neginf=0.0) * pair
         relevance = relevance + torch.bmm(weighted, relevance)

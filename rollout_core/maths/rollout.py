@@ -21,27 +21,25 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def stack_attentions(attentions: Attentions) -> torch.Tensor:
-    """Validate and return attentions as one (L, B, H, n, n) tensor (no copy when already stacked)."""
+def as_layers(attentions: Attentions) -> list[torch.Tensor]:
+    """Validate attentions and return them as a list of L (B, H, n, n) tensors, without copying."""
     if isinstance(attentions, torch.Tensor):
         if attentions.dim() != 5:
             raise InputError(f"attentions tensor must be (layers, batch, heads, n, n), got shape {tuple(attentions.shape)}")
-        stacked = attentions
+        layers = list(attentions.unbind(0))
     else:
         layers = list(attentions)
-        if not layers:
-            raise InputError("no attention layers were given")
-        if any(a is None for a in layers):
-            raise InputError("some layers returned no attention weights (load the model with eager attention)")
-        shapes = {tuple(a.shape) for a in layers}
-        if len(shapes) != 1:
-            raise InputError(f"attention layers have different shapes: {sorted(shapes)}")
-        if layers[0].dim() != 4:
-            raise InputError(f"each attention layer must be (batch, heads, n, n), got shape {tuple(layers[0].shape)}")
-        stacked = torch.stack(layers)
-    if stacked.shape[-1] != stacked.shape[-2]:
-        raise InputError(f"attention matrices must be square, got {tuple(stacked.shape[-2:])}")
-    return stacked
+    if not layers:
+        raise InputError("no attention layers were given")
+    if any(a is None for a in layers):
+        raise InputError("some layers returned no attention weights (load the model with eager attention)")
+    shapes = {tuple(a.shape) for a in layers}
+    if len(shapes) != 1:
+        raise InputError(f"attention layers have different shapes: {sorted(shapes)}")
+    shape = layers[0].shape
+    if len(shape) != 4 or shape[-1] != shape[-2]:
+        raise InputError(f"each attention layer must be (batch, heads, n, n) with n x n square, got {tuple(shape)}")
+    return layers
 
 
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
@@ -111,20 +109,24 @@ def augment_layer(
         raise InputError(f"fused attention must be (batch, n, n), got shape {tuple(fused.shape)}")
     dtype = compute_dtype(fused.dtype)
     batch, n, _ = fused.shape
-    values = torch.nan_to_num(fused.to(dtype), nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0)
-    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    pair_mask = real[:, :, None] * real[:, None, :]
-    values = values * pair_mask
+    values = fused.to(dtype=dtype, copy=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_(min=0.0)
+    real = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype)
+    if real is not None:
+        values.mul_(real[:, :, None]).mul_(real[:, None, :])
     if discard_ratio > 0:
+        pair_mask = torch.ones_like(values) if real is None else real[:, :, None] * real[:, None, :]
         values = _discard_lowest(values, pair_mask, float(discard_ratio))
-    eye = torch.eye(n, dtype=dtype, device=fused.device)
-    real_eye = eye * real[:, :, None]
-    values = values + float(residual_weight) * real_eye
+    diagonal = values.diagonal(dim1=-2, dim2=-1)
+    diagonal.add_(float(residual_weight) if real is None else float(residual_weight) * real)
     row_sums = values.sum(dim=-1, keepdim=True)
-    empty_rows = (row_sums <= 0) & (real[:, :, None] > 0)
-    values = torch.where(empty_rows, real_eye, values)
-    row_sums = values.sum(dim=-1, keepdim=True)
-    return torch.where(row_sums > 0, values / row_sums.clamp_min(torch.finfo(dtype).tiny), values)
+    empty = row_sums[..., 0] <= 0
+    if real is not None:
+        empty &= real > 0
+    if bool(empty.any()):  # keep the token itself rather than divide by zero
+        values[empty] = 0.0
+        diagonal.masked_fill_(empty, 1.0)
+        row_sums = values.sum(dim=-1, keepdim=True)
+    return values.div_(row_sums.clamp_min(torch.finfo(dtype).tiny))
 
 
 def _augmented_layers(
@@ -136,12 +138,12 @@ def _augmented_layers(
     end_layer: int | None,
     attention_mask: torch.Tensor | None,
 ) -> list[torch.Tensor]:
-    stacked = stack_attentions(attentions)
+    all_layers = as_layers(attentions)
     _check_options(residual_weight, discard_ratio)
-    layers = layer_range(stacked.shape[0], start_layer, end_layer)
+    layers = layer_range(len(all_layers), start_layer, end_layer)
     return [
         augment_layer(
-            fuse_heads(stacked[l].to(compute_dtype(stacked.dtype)), head_fusion),
+            fuse_heads(all_layers[l].to(compute_dtype(all_layers[l].dtype)), head_fusion),
             residual_weight=residual_weight,
             discard_ratio=discard_ratio,
             attention_mask=attention_mask,
@@ -242,9 +244,9 @@ def layer_attention(
 ) -> torch.Tensor:
     """Raw head-fused attention of every layer, (L, B, n, n): padded rows/columns 0, real rows
     renormalised over real tokens (no residual). The slider's "this layer only" view."""
-    stacked = stack_attentions(attentions)
-    dtype = compute_dtype(stacked.dtype)
-    fused = fuse_heads(stacked.to(dtype), head_fusion)
+    layers = as_layers(attentions)
+    dtype = compute_dtype(layers[0].dtype)
+    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])
     _, batch, n, _ = fused.shape
     real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
     fused = torch.nan_to_num(fused, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0) * (real[:, :, None] * real[:, None, :])
