@@ -1,0 +1,110 @@
+"""Text input: validation, normalisation, tokenisation with a truncation record, and batching.
+
+- Empty or whitespace-only text is refused (`InputError`); anything else is fine, including emoji, mixed
+  scripts, text made only of punctuation, and markup (markup is just text: special-token strings typed by
+  the user, such as "[SEP]" or "</s>", are split like ordinary characters, never read as special tokens).
+- The text is normalised to Unicode NFC with "\\r\\n" -> "\\n"; offsets refer to that text.
+- Text longer than the model's limit is cut at the limit; `truncation` records what was kept so pages and
+  the CLI can show a note: {"kept_chars", "total_chars", "kept_tokens"}.
+"""
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from rollout_core.errors import InputError
+
+DEFAULT_MAX_LENGTH = 512
+"""Limit for models without absolute positions (T5) whose tokenizer states none."""
+
+
+@dataclass
+class EncodedText:
+    """One tokenised text, every position kept (special tokens included)."""
+
+    text: str  # the normalised text, cut where the kept tokens end when truncated
+    input_ids: list[int]
+    token_type_ids: list[int] | None
+    tokens: list[str]  # the text span of each token (the token string for special tokens and empty spans)
+    special: list[bool]
+    offsets: list[tuple[int, int]]  # (0, 0) for special tokens
+    truncation: dict[str, int] | None
+
+
+def normalise_text(text: Any) -> str:
+    """NFC-normalised text with Windows line ends unified; InputError when there is nothing to explain."""
+    if not isinstance(text, str):
+        raise InputError(f"the text must be a string, not {type(text).__name__}")
+    text = unicodedata.normalize("NFC", text.replace("\r\n", "\n"))
+    if not text.strip():
+        raise InputError("the text is empty: type or paste some text to explain")
+    return text
+
+
+def model_max_length(tokenizer: Any, config: Any, position_offset: int = 0, requested: int | None = None) -> int:
+    """Most tokens (special ones included) the model accepts, optionally lowered to `requested`."""
+    limits = []
+    tok_limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(tok_limit, int) and 0 < tok_limit < 1_000_000:
+        limits.append(tok_limit)
+    for name in ("max_position_embeddings", "n_positions"):
+        value = getattr(config, name, None)
+        if isinstance(value, int) and value > 0:
+            limits.append(value - position_offset)
+            break
+    limit = min(limits) if limits else DEFAULT_MAX_LENGTH
+    if requested is not None:
+        if not isinstance(requested, int) or isinstance(requested, bool) or requested < 2:
+            raise InputError(f"max_length must be an integer of at least 2, not {requested!r}")
+        limit = min(limit, requested)
+    return limit
+
+
+def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:
+    """Tokenise normalised `text`, cutting it at `max_length` tokens with a truncation record."""
+    enc = tokenizer(
+        text, truncation=True, max_length=max_length, return_offsets_mapping=True,
+        return_special_tokens_mask=True, split_special_tokens=True,
+    )
+    ids = list(enc["input_ids"])
+    special = [bool(s) for s in enc["special_tokens_mask"]]
+    offsets = [(0, 0) if s else (int(a), int(b)) for s, (a, b) in zip(special, enc["offset_mapping"])]
+    if all(special):
+        raise InputError("the text has no characters this model's tokenizer can read")
+    kept_chars = max(b for _, b in offsets)
+    truncation = None
+    if len(ids) >= max_length and text[kept_chars:].strip():
+        truncation = {"kept_chars": kept_chars, "total_chars": len(text), "kept_tokens": len(ids)}
+        text = text[:kept_chars]
+    raw = tokenizer.convert_ids_to_tokens(ids)
+    tokens = [text[a:b] if b > a else str(t) for t, (a, b) in zip(raw, offsets)]
+    types = enc.get("token_type_ids")
+    return EncodedText(text, ids, None if types is None else list(types), tokens, special, offsets, truncation)
+
+
+def pad_batch(encoded: list[EncodedText], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded model inputs for a batch: input_ids, attention_mask (1 = real), token_type_ids."""
+    n = max(len(e.input_ids) for e in encoded)
+    ids = torch.full((len(encoded), n), int(pad_id), dtype=torch.long)
+    mask = torch.zeros((len(encoded), n), dtype=torch.long)
+    for i, e in enumerate(encoded):
+        ids[i, : len(e.input_ids)] = torch.tensor(e.input_ids)
+        mask[i, : len(e.input_ids)] = 1
+    out = {"input_ids": ids, "attention_mask": mask}
+    if all(e.token_type_ids is not None for e in encoded):
+        types = torch.zeros((len(encoded), n), dtype=torch.long)
+        for i, e in enumerate(encoded):
+            types[i, : len(e.token_type_ids)] = torch.tensor(e.token_type_ids)
+        out["token_type_ids"] = types
+    return out
+
+
+def pad_token_id(tokenizer: Any) -> int:
+    """The id used for padding: the pad token, else end-of-sequence (GPT-2), else 0 (masked out anyway)."""
+    for value in (tokenizer.pad_token_id, tokenizer.eos_token_id):
+        if value is not None:
+            return int(value)
+    return 0
