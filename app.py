@@ -1,0 +1,41 @@
+"""Attention rollout dashboard: home page and navigation (run with `streamlit run app.py`)."""
+from __future__ import annotations
+
+import streamlit as st
+
+st.set_page_config(page_title="Attention rollout", layout="wide")
+
+
+def home() -> None:
+    st.title("Attention rollout dashboard")
+    st.markdown(
+        """
+Which input tokens or image patches does a transformer's output draw on? **Attention rollout**
+(Abnar & Zuidema, 2020) follows the attention through every layer: each layer's heads are fused,
+the residual connection is added and rows are renormalised, Ã_l = rownorm(A_l + w·I), and the
+layers are multiplied **later layers on the left**:
+
+  R = Ã_L · Ã_(L−1) · … · Ã_1,   R[i, j] = share of input j in output i.
+
+The layer slider on each page shows R_l = Ã_l · … · Ã_1, the rollout up to layer l, or layer l's
+own attention. Also here: **attention flow** (max-flow through the same graph), **gradient-weighted
+rollout** (Chefer et al. 2021; class-specific) and **raw attention**.
+
+- **Text**: a sentence through a text model (sentiment classifier, sentence encoder, any hub model).
+- **Image**: an uploaded photo or a bundled example through a ViT (or the DINOv2 backbone).
+- **Compare**: two models, or two methods, on the same input: same colour scale, difference, agreement.
+- **Evaluate**: how faithful the maps are (deletion / insertion, pointing game against known regions).
+
+Every setting is kept in the address bar: copy the link to share exactly this view.
+"""
+    )
+
+
+pages = [
+    st.Page(home, title="Home", icon="🏠", default=True),
+    st.Page("pages/text.py", title="Text", icon="📝", url_path="text"),
+    st.Page("pages/image.py", title="Image", icon="🖼️", url_path="image"),
+    st.Page("pages/compare.py", title="Compare", icon="⚖️", url_path="compare"),
+    st.Page("pages/evaluate.py", title="Evaluate", icon="📏", url_path="evaluate"),
+]
+st.navigation(pages).run()

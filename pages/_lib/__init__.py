@@ -1,0 +1,1 @@
+"""Shared helpers of the dashboard pages: URL-backed settings, the sidebar, cached core calls, drawing."""

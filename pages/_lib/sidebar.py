@@ -1,0 +1,86 @@
+"""The sidebar every page shares: model picker and method settings, all kept in the URL."""
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._lib.core import Method
+from pages._lib.state import param
+from rollout_core.models import registry
+
+OTHER = "other"
+METHODS = {
+    "rollout": "Attention rollout",
+    "flow": "Attention flow",
+    "gradient": "Gradient-weighted rollout",
+    "attention": "Raw attention (last layer)",
+}
+FUSIONS = ("mean", "max", "min")
+
+
+def model_picker(modality: str, key: str = "model", label: str = "Model") -> tuple[str, bool]:
+    """Registry models of `modality` (embedded first), or any hub id / local folder. Returns (name, allow_pickle)."""
+    entries = {e.name: e for e in registry.list_models(modality)}
+    value = param(key, registry.DEFAULTS[modality])
+    choice_key, custom_key = f"{key}_choice", f"{key}_custom"
+    if choice_key not in st.session_state:
+        st.session_state[choice_key] = value if value in entries else OTHER
+        st.session_state[custom_key] = "" if value in entries else value
+
+    def describe(name: str) -> str:
+        if name == OTHER:
+            return "Any hub id or local folder…"
+        entry = entries[name]
+        where = "embedded" if entry.embedded else "hub"
+        if entry.embedded and not registry.is_available(entry):
+            where = "not built yet"
+        return f"{name} ({where})"
+
+    choice = st.selectbox(label, [*entries, OTHER], key=choice_key, format_func=describe)
+    if choice == OTHER:
+        name = st.text_input("Hub id or local folder", key=custom_key,
+                             placeholder="e.g. google/vit-base-patch16-224 or /models/my-vit").strip()
+    else:
+        name = choice
+        entry = entries[choice]
+        st.caption(entry.description)
+        if entry.embedded and not registry.is_available(entry):
+            st.caption(f"Build it first: {registry.SETUP_HINT}.")
+    st.session_state[key] = name
+    param(f"{key}_pickle", False)
+    allow_pickle = st.checkbox("Allow pickle weights (.bin/.pt)", key=f"{key}_pickle")
+    if allow_pickle:
+        st.warning("Pickle files can run arbitrary code when loaded. Only allow this for models you trust; "
+                   "safetensors weights are always preferred.")
+    return name, allow_pickle
+
+
+def method_settings(key: str = "", target_help: str | None = None) -> Method:
+    """Method, head fusion, residual weight, discard ratio, start layer and target; `key` prefixes the URL names."""
+    k = (lambda name: f"{key}{name}") if key else (lambda name: name)
+    for name, default, choices in (("method", "rollout", tuple(METHODS)), ("fusion", "mean", FUSIONS)):
+        param(k(name), default, choices)
+    method = st.selectbox("Method", list(METHODS), key=k("method"), format_func=METHODS.__getitem__)
+    fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=method == "gradient",
+                          help="How the heads of a layer are combined (gradient rollout weights heads itself).")
+    param(k("residual"), 1.0)
+    residual = st.slider("Residual weight", 0.0, 3.0, step=0.1, key=k("residual"),
+                         help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products.")
+    param(k("discard"), 0.0)
+    discard = st.slider("Discard ratio", 0.0, 0.95, step=0.05, key=k("discard"),
+                        help="Zero this fraction of the lowest fused attention before the residual (vit-explain).")
+    param(k("start"), 0)
+    start = st.number_input("Start layer", min_value=0, max_value=100, step=1, key=k("start"),
+                            help="Roll out from this layer (0 = the first).")
+    param(k("target"), "")
+    target = st.text_input("Target", key=k("target"),
+                           help=target_help or "Class to explain (gradient rollout; a label or its index), or the "
+                           "position whose next-token prediction is explained (language models). Empty = predicted.")
+    return Method(method=method, head_fusion=fusion, residual_weight=float(residual), discard_ratio=float(discard),
+                  start_layer=int(start), target=_target(target))
+
+
+def _target(raw: str) -> str | int | None:
+    raw = raw.strip()
+    if not raw:
+        return None
+    return int(raw) if raw.lstrip("-").isdigit() else raw
