@@ -1,0 +1,61 @@
+"""Attention-free reference attributions and rank agreement with them.
+
+Gradient x input and integrated gradients are taken with captum (`InputXGradient`,
+`IntegratedGradients`) on the continuous input of a `PreparedInput`: the word embeddings for text (the
+token ids are discrete), the normalised pixels for images. Captum fits cleanly because the prepared
+input already is a differentiable function x -> logits; nothing has to be patched into the model.
+- The explained output is the *logit* of the target class (the originally predicted one): gradients
+  of the softmax probability vanish once the model is confident.
+- Integrated gradients integrate from the same baseline the perturbation curves use ([MASK]
+  embeddings, mean colour), so "removing" means the same thing everywhere; special tokens equal their
+  baseline and get exactly zero. Completeness: the attributions sum to f(x) - f(baseline) up to the
+  integration error (`integrated_gradients(..., return_delta=True)` reports it).
+- Feature attributions are summed per position (signed: evidence for the target counts positive).
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
+
+IG_STEPS = 32
+
+
+def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
+    """(n,) gradient x input of the target logit, summed per position."""
+    from captum.attr import InputXGradient
+
+    x = prepared.x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        attr = InputXGradient(prepared.forward).attribute(x, target=int(target))
+    return prepared.to_positions(attr[0].detach())
+
+
+def integrated_gradients(
+    prepared: PreparedInput, target: int, *, steps: int = IG_STEPS, return_delta: bool = False
+) -> torch.Tensor | tuple[torch.Tensor, float]:
+    """(n,) integrated gradients of the target logit from the removal baseline, summed per position.
+
+    With `return_delta`, also captum's completeness gap sum(attributions) - (f(x) - f(baseline)).
+    """
+    from captum.attr import IntegratedGradients
+
+    x = prepared.x.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        attr, delta = IntegratedGradients(prepared.forward).attribute(
+            x, baselines=prepared.baseline.detach(), target=int(target), n_steps=int(steps),
+            internal_batch_size=MAX_BATCH, return_convergence_delta=True)
+    scores = prepared.to_positions(attr[0].detach())
+    return (scores, float(delta.detach().abs().max())) if return_delta else scores
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    """Spearman rank correlation (ties share their mean rank); NaN when either side is constant."""
+    from scipy.stats import spearmanr
+
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
+        return float("nan")
+    return float(spearmanr(a, b).statistic)

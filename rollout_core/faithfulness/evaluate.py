@@ -1,0 +1,321 @@
+"""Faithfulness of every method on one input (`evaluate_input`) or a data set (`evaluate_dataset`).
+
+For each input: explain it with each method, prepare it once (`scoring`), then for every importance
+vector (the method's scores over the non-special positions) compute the four perturbation curves, the
+ground-truth measures when the input has a known deciding region, and the rank agreement with the
+attention-free references (gradient x input, integrated gradients). The `random` row is the mean over
+`seeds` random orderings, so every number can be read against chance. The references themselves can be
+added as methods ("grad_x_input", "integrated_gradients") to see what an attention-free method scores.
+
+Measures (arrows: which direction is better):
+  deletion_auc v, insertion_auc ^ (probability of the predicted class, 0..1),
+  positive_auc v, negative_auc ^ (Chefer et al. accuracy AUC x 100 over 0..0.9),
+  pointing_game ^, mass_share ^, iou ^ (ground truth), spearman_gxi ^, spearman_ig ^ (agreement).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rollout_core.errors import InputError
+from rollout_core.explanation import Explanation
+from rollout_core.faithfulness import attribution, ground_truth
+from rollout_core.faithfulness.perturbation import CurveSet, perturbation_curves
+from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text, require_classifier
+from rollout_core.models.handle import ModelHandle
+
+METHODS = ("rollout", "flow", "gradient", "attention")
+REFERENCES = ("grad_x_input", "integrated_gradients")
+RANDOM = "random"
+RANDOM_SEEDS = 3
+GENERATED_SIZE = 100
+"""Examples drawn from a generated data set when no limit is given."""
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".gif", ".webp", ".tif", ".tiff")
+MEASURES = ("deletion_auc", "insertion_auc", "positive_auc", "negative_auc", "pointing_game", "mass_share", "iou",
+            "spearman_gxi", "spearman_ig")
+BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "lower", "negative_auc": "higher",
+          "pointing_game": "higher", "mass_share": "higher", "iou": "higher", "spearman_gxi": "higher",
+          "spearman_ig": "higher"}
+
+Progress = Callable[[int, int], None]
+"""progress(done, total), called after each example."""
+
+
+@dataclass
+class Item:
+    """One input with its label (None: the prediction is the reference) and ground truth when known."""
+
+    input: Any  # text (str) or image (path, bytes, PIL image, array)
+    label: str | None = None
+    evidence: list[tuple[int, int]] | None = None  # text: deciding character spans
+    mask: np.ndarray | None = None  # image: (H, W) bool deciding pixels
+
+
+@dataclass
+class InputEvaluation:
+    """Curves and measures of every method (and the random baseline) on one input."""
+
+    curves: pd.DataFrame  # long: method, curve ("deletion", "insertion", "positive", "negative"), fraction, value
+    table: pd.DataFrame  # index method, columns MEASURES
+    predicted: str  # the originally predicted label (the target of every curve)
+    probability: float  # its probability on the unperturbed input
+    explanations: dict[str, Explanation] = field(default_factory=dict)
+
+
+@dataclass
+class DatasetEvaluation:
+    """Per-example measures and the method x measure summary (mean and std over examples)."""
+
+    per_example: pd.DataFrame  # example, method, label, predicted, correct, MEASURES...
+    summary: pd.DataFrame  # index method, columns (measure, "mean" | "std")
+    accuracy: float  # of the model on the unperturbed examples
+    count: int
+
+    def markdown(self) -> str:
+        return markdown_table(self.summary)
+
+
+# ----------------------------------------------------------------------------------------------
+# Public API
+
+
+def evaluate_input(
+    model: str | os.PathLike[str] | ModelHandle | None,
+    input: Any,
+    methods: Sequence[str] = METHODS,
+    *,
+    label: str | None = None,
+    evidence: list[tuple[int, int]] | None = None,
+    mask: np.ndarray | None = None,
+    seeds: int = RANDOM_SEEDS,
+    **options: Any,
+) -> InputEvaluation:
+    """Every method's curves and measures on one text or image (the handle's modality decides which).
+
+    `label`: the true class for the accuracy curves (default: the original prediction); `evidence`
+    (text) / `mask` (image): the deciding region for the ground-truth measures (NaN without).
+    `options` go to explain_text / explain_image (head_fusion, residual_weight, start_layer, ...).
+    """
+    handle = _handle(model)
+    label = None if label is None else _label(label, handle.labels or [], "label")
+    result = _evaluate_item(handle, Item(input, label, evidence, mask), _methods(methods), seeds, options)
+    table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
+    return InputEvaluation(curves=result.curves, table=table, predicted=result.predicted,
+                           probability=result.probability, explanations=result.explanations)
+
+
+def evaluate_dataset(
+    model: str | os.PathLike[str] | ModelHandle | None,
+    dataset: str | os.PathLike[str],
+    methods: Sequence[str] = METHODS,
+    *,
+    limit: int | None = None,
+    progress: Progress | None = None,
+    seeds: int = RANDOM_SEEDS,
+    **options: Any,
+) -> DatasetEvaluation:
+    """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
+    file with `text` and `label` columns, or a folder with one sub-folder of images per class."""
+    handle = _handle(model, dataset if dataset in ("text", "image") else None)
+    methods = _methods(methods)
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise InputError(f"limit must be a positive integer, not {limit!r}")
+    items = _dataset_items(handle, dataset, limit)
+    rows: list[dict[str, Any]] = []
+    for index, item in enumerate(items):
+        result = _evaluate_item(handle, item, methods, seeds, options)
+        for row in result.rows:
+            rows.append({"example": index, "label": item.label, "predicted": result.predicted,
+                         "correct": item.label == result.predicted, **row})
+        if progress is not None:
+            progress(index + 1, len(items))
+    per_example = pd.DataFrame(rows)
+    order = [*methods, RANDOM]
+    grouped = per_example.groupby("method", sort=False)[list(MEASURES)]
+    summary = pd.concat({"mean": grouped.mean(), "std": grouped.std(ddof=0)}, axis=1).swaplevel(axis=1)
+    summary = summary[[(m, s) for m in MEASURES for s in ("mean", "std")]].reindex(order)
+    first = per_example.drop_duplicates("example")
+    return DatasetEvaluation(per_example, summary, float(first["correct"].mean()), len(items))
+
+
+def markdown_table(summary: pd.DataFrame, digits: int = 3) -> str:
+    """Summary (method x (measure, mean/std)) as a markdown table of "mean ± std" cells."""
+    measures = list(dict.fromkeys(m for m, _ in summary.columns))
+    head = "| method | " + " | ".join(f"{m} {'↓' if BETTER.get(m) == 'lower' else '↑'}" for m in measures) + " |"
+    lines = [head, "|" + "---|" * (len(measures) + 1)]
+    for method, row in summary.iterrows():
+        cells = []
+        for m in measures:
+            mean, std = row[(m, "mean")], row[(m, "std")]
+            cells.append("n/a" if pd.isna(mean) else f"{mean:.{digits}f} ± {std:.{digits}f}")
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# One item
+
+
+@dataclass
+class _ItemResult:
+    rows: list[dict[str, Any]]
+    curves: pd.DataFrame
+    predicted: str
+    probability: float
+    explanations: dict[str, Explanation]
+
+
+def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
+                   options: dict[str, Any]) -> _ItemResult:
+    from rollout_core.explain import explain_image, explain_text
+
+    text = handle.modality == "text"
+    prepared = prepare_text(handle, item.input) if text else prepare_image(handle, item.input)
+    probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]
+    target = int(probs.argmax())
+    labels = handle.labels or []
+    label = None if item.label is None else labels.index(item.label)
+    explain = explain_text if text else explain_image
+    explanations = {m: explain(handle, item.input, method=m, target=target, **options)
+                    for m in methods if m not in REFERENCES}
+    first = next(iter(explanations.values()), None) or explain(handle, item.input, method="attention", target=target)
+    if len(first.tokens) != prepared.n:
+        raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
+    region = _region(first, item)
+    references = {"grad_x_input": attribution.input_x_gradient(prepared, target),
+                  "integrated_gradients": attribution.integrated_gradients(prepared, target)}
+    importances: dict[str, list[torch.Tensor]] = {
+        m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
+    importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
+                           for s in range(seeds)]
+    rows, curves = [], []
+    for method, vectors in importances.items():
+        measured = [_measures(prepared, v, target, label, region, references) for v in vectors]
+        row = {"method": method, **{k: float(np.mean([m[0][k] for m in measured])) for k in MEASURES}}
+        rows.append(row)
+        for name in measured[0][1].values:
+            values = np.mean([m[1].values[name] for m in measured], axis=0)
+            for f, v in zip(measured[0][1].fractions[name], values):
+                curves.append({"method": method, "curve": name, "fraction": f, "value": float(v)})
+    return _ItemResult(rows, pd.DataFrame(curves), labels[target], float(probs[target]), explanations)
+
+
+def _measures(prepared: PreparedInput, importance: torch.Tensor, target: int, label: int | None,
+              region: np.ndarray | None, references: dict[str, torch.Tensor]) -> tuple[dict[str, float], CurveSet]:
+    curves = perturbation_curves(prepared.probabilities, importance, prepared.removable, target=target, label=label)
+    shown = prepared.removable.cpu().numpy()
+    scores = importance.cpu().numpy()
+    out = {f"{name}_auc": curves.auc[name] for name in curves.auc}
+    nan = float("nan")
+    out["pointing_game"] = nan if region is None else ground_truth.pointing_game(scores, region, shown)
+    out["mass_share"] = nan if region is None else ground_truth.mass_share(scores, region, shown)
+    out["iou"] = nan if region is None else ground_truth.iou_at_mass(scores, region, shown)
+    out["spearman_gxi"] = attribution.spearman(scores[shown], references["grad_x_input"].cpu().numpy()[shown])
+    out["spearman_ig"] = attribution.spearman(scores[shown], references["integrated_gradients"].cpu().numpy()[shown])
+    return out, curves
+
+
+def _region(explanation: Explanation, item: Item) -> np.ndarray | None:
+    n = len(explanation.tokens)
+    if item.evidence is not None and explanation.offsets is not None:
+        return ground_truth.text_region(explanation.offsets, explanation.special, item.evidence)
+    if item.mask is not None and explanation.grid is not None:
+        return ground_truth.patch_region(item.mask, explanation.image.shape[:2], explanation.grid,
+                                         explanation.patch_positions, n)
+    return None
+
+
+# ----------------------------------------------------------------------------------------------
+# Models, methods, data sets
+
+
+def _handle(model: Any, modality: str | None = None) -> ModelHandle:
+    from rollout_core.models.loading import load_model
+    from rollout_core.models.registry import DEFAULTS
+
+    if isinstance(model, ModelHandle):
+        handle = model
+    elif model is None:
+        handle = load_model(DEFAULTS[modality or "text"])
+    else:
+        handle = load_model(model)
+    require_classifier(handle)
+    if modality is not None and handle.modality != modality:
+        raise InputError(f"the {modality} data set needs a {modality} model; {handle.name} is a {handle.modality} model")
+    return handle
+
+
+def _methods(methods: Sequence[str]) -> list[str]:
+    if isinstance(methods, str):
+        methods = [methods]
+    allowed = (*METHODS, *REFERENCES)
+    unknown = [m for m in methods if m not in allowed]
+    if unknown or not methods:
+        raise InputError(f"unknown method(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
+                         f"choose from: {', '.join(allowed)}")
+    return list(dict.fromkeys(methods))
+
+
+def _label(value: Any, labels: list[str], where: str) -> str:
+    text = str(value).strip()
+    for name in labels:
+        if text.lower() == name.lower():
+            return name
+    if text.lstrip("-").isdigit() and 0 <= int(text) < len(labels):
+        return labels[int(text)]
+    raise InputError(f"{where}: label {value!r} is not one of the model's labels ({', '.join(labels)}) or an index")
+
+
+def _dataset_items(handle: ModelHandle, dataset: Any, limit: int | None) -> list[Item]:
+    labels = handle.labels or []
+    if dataset == "text":
+        from rollout_core.data import sentiment
+
+        found = sentiment.generate(limit or GENERATED_SIZE, split="test")
+        items = [Item(e.text, _label(e.label, labels, "generated text"), evidence=list(e.evidence)) for e in found]
+    elif dataset == "image":
+        from rollout_core.data import shapes
+
+        found = shapes.generate(limit or GENERATED_SIZE, split="test")
+        items = [Item(e.image, _label(e.label, labels, "generated shapes"), mask=e.mask) for e in found]
+    else:
+        items = list(_user_items(handle, Path(dataset), labels))
+        items = items[:limit] if limit else items
+    if not items:
+        raise InputError(f"the data set {dataset!s} holds no examples")
+    return items
+
+
+def _user_items(handle: ModelHandle, path: Path, labels: list[str]) -> Iterator[Item]:
+    if path.is_file() and path.suffix.lower() == ".csv":
+        if handle.modality != "text":
+            raise InputError(f"a CSV data set holds texts; {handle.name} is an image model")
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False)
+        except (ValueError, OSError, UnicodeDecodeError) as err:
+            raise InputError(f"could not read {path}: {err}") from err
+        missing = {"text", "label"} - set(frame.columns)
+        if missing:
+            raise InputError(f"{path} needs the columns 'text' and 'label' (missing: {', '.join(sorted(missing))})")
+        for line, (text, value) in enumerate(zip(frame["text"], frame["label"]), start=2):
+            yield Item(text, _label(value, labels, f"{path.name} line {line}"))
+    elif path.is_dir():
+        if handle.modality != "image":
+            raise InputError(f"an image folder needs an image model; {handle.name} is a text model")
+        classes = sorted(p for p in path.iterdir() if p.is_dir())
+        if not classes:
+            raise InputError(f"{path} needs one sub-folder of images per class (named like the model's labels)")
+        files = [[f for f in sorted(c.iterdir()) if f.suffix.lower() in IMAGE_SUFFIXES] for c in classes]
+        names = [_label(c.name, labels, f"folder {c.name}") for c in classes]
+        for rank in range(max(map(len, files))):  # round-robin over classes, so a limit keeps them balanced
+            for name, group in zip(names, files):
+                if rank < len(group):
+                    yield Item(group[rank], name)
+    else:
+        raise InputError(f"dataset must be 'text', 'image', a .csv file or an image folder; {path} is none of these")

@@ -1,0 +1,123 @@
+"""Deletion/insertion curves and the Chefer et al. (CVPR 2021) perturbation protocol.
+
+Everything here is model-free: a *scorer* maps keep masks (S, n) bool (True = position left as it is,
+False = replaced by the baseline) to class probabilities (S, C). The model side lives in `scoring`.
+
+- Positions are ordered by importance, most important first; ties are broken by position (earlier
+  first), so the same scores always give the same curve. Only `removable` positions are ever
+  perturbed: special tokens ([CLS], [SEP], registers) are always kept.
+- Deletion: remove the top fraction f of the removable positions, f = 0, 0.1, ..., 1, and track the
+  probability of the target class (the originally predicted one); lower area = more faithful.
+- Insertion: start from everything removed and put the top fraction f back; higher area = better.
+- Chefer protocol: positive perturbation (remove most important first) and negative perturbation
+  (least important first) at f = 0 (unperturbed), 0.1, ..., 0.9; the metric is accuracy w.r.t. the
+  label (the original prediction when there is none); AUC by the trapezoid rule over f, x 100.
+  Positive: lower is better; negative: higher is better. Averaged over a data set, the mean of the
+  per-example AUCs equals the AUC of the mean accuracy curve (the AUC is linear), as in the paper.
+
+All perturbed inputs of one explanation go to the scorer in one call (duplicates removed), so the
+model adapter can run them as one batch.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+Scorer = Callable[[torch.Tensor], torch.Tensor]
+"""keep (S, n) bool -> class probabilities (S, C)."""
+
+CURVE_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(11))  # deletion / insertion: 0 .. 1
+CHEFER_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(10))  # positive / negative: 0 (unperturbed) .. 0.9
+CURVES = ("deletion", "insertion", "positive", "negative")
+
+
+@dataclass
+class CurveSet:
+    """The four curves of one ordering on one input, and their areas."""
+
+    fractions: dict[str, list[float]]  # curve -> fraction axis
+    values: dict[str, list[float]]  # curve -> probability (deletion/insertion) or accuracy 0/1 (positive/negative)
+    auc: dict[str, float]  # deletion/insertion: area in probability units (0..1); positive/negative: x 100
+
+
+def trapezoid_auc(fractions: torch.Tensor | list[float], values: torch.Tensor | list[float]) -> float:
+    """Area under the piecewise-linear curve through (fractions[i], values[i]) (trapezoid rule)."""
+    x = torch.as_tensor(fractions, dtype=torch.float64)
+    y = torch.as_tensor(values, dtype=torch.float64)
+    if x.shape != y.shape or x.dim() != 1:
+        raise ValueError("fractions and values must be 1-D and of the same length")
+    return float(((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2).sum())
+
+
+def importance_order(importance: torch.Tensor, removable: torch.Tensor) -> torch.Tensor:
+    """Indices of the removable positions, most important first; equal scores in position order."""
+    importance = torch.as_tensor(importance).detach().to("cpu", torch.float64)
+    candidates = torch.nonzero(torch.as_tensor(removable).to("cpu", torch.bool)).flatten()
+    order = torch.sort(-importance[candidates], stable=True).indices
+    return candidates[order]
+
+
+def keep_masks(order: torch.Tensor, n: int, fractions: list[float] | tuple[float, ...], *, insert: bool) -> torch.Tensor:
+    """(len(fractions), n) keep masks along `order` (removable positions, first = acted on first).
+
+    insert=False: the first round(f * m) positions of `order` are removed (m = len(order));
+    insert=True: only those are kept among the removable positions (the rest are removed).
+    Positions not in `order` are always kept.
+    """
+    m = len(order)
+    masks = torch.ones(len(fractions), n, dtype=torch.bool)
+    for row, f in enumerate(fractions):
+        k = int(round(f * m))
+        if insert:
+            masks[row, order[k:]] = False
+        else:
+            masks[row, order[:k]] = False
+    return masks
+
+
+def perturbation_curves(
+    scorer: Scorer,
+    importance: torch.Tensor,
+    removable: torch.Tensor,
+    *,
+    target: int,
+    label: int | None = None,
+) -> CurveSet:
+    """Deletion, insertion, positive and negative perturbation curves of one importance vector.
+
+    `target`: the class whose probability deletion/insertion track (the originally predicted one).
+    `label`: the true class for the accuracy curves; None = the original prediction (single inputs).
+    """
+    removable = torch.as_tensor(removable).to("cpu", torch.bool)
+    n = removable.shape[0]
+    order = importance_order(importance, removable)
+    plans = {
+        "deletion": (CURVE_FRACTIONS, order, False),
+        "insertion": (CURVE_FRACTIONS, order, True),
+        "positive": (CHEFER_FRACTIONS, order, False),
+        "negative": (CHEFER_FRACTIONS, order.flip(0), False),
+    }
+    masks = {name: keep_masks(o, n, fr, insert=ins) for name, (fr, o, ins) in plans.items()}
+    stacked = torch.cat(list(masks.values()))
+    unique, inverse = torch.unique(stacked, dim=0, return_inverse=True)
+    probs = torch.as_tensor(scorer(unique)).detach().to("cpu", torch.float64)[inverse]
+    reference = int(probs[0].argmax()) if label is None else int(label)  # row 0: deletion at f = 0, the input
+    fractions: dict[str, list[float]] = {}
+    values: dict[str, list[float]] = {}
+    auc: dict[str, float] = {}
+    start = 0
+    for name, (fr, _, _) in plans.items():
+        rows = probs[start : start + len(fr)]
+        start += len(fr)
+        if name in ("deletion", "insertion"):
+            curve = rows[:, target]
+            area = trapezoid_auc(fr, curve)
+        else:
+            curve = (rows.argmax(-1) == reference).to(torch.float64)
+            area = 100.0 * trapezoid_auc(fr, curve)
+        fractions[name] = list(fr)
+        values[name] = curve.tolist()
+        auc[name] = area
+    return CurveSet(fractions, values, auc)

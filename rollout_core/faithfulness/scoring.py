@@ -1,0 +1,136 @@
+"""The model side of the faithfulness measures: one input as a continuous tensor the model reads.
+
+A `PreparedInput` holds the input `x` as the model sees it after its only discrete step (text: the word
+embeddings of the tokens; images: the normalised pixels), a `baseline` of the same shape (what a removed
+position looks like), and `owner`: which position (token / patch) each feature of `x` belongs to.
+Removing a set of positions = taking the baseline's features there. The same tensors serve the
+perturbation curves (keep masks -> probabilities, batched) and the gradient attributions (d logit / d x,
+pooled back to positions), so both see exactly the same "removal".
+
+Baselines (documented choices):
+- text: the [MASK] token's embedding (BERT-style models saw [MASK] in pretraining as "a word is missing";
+  the sequence length and positions stay the same); tokenizers without a mask token use the pad token.
+  Special tokens are never removed.
+- images: the image's mean colour (per channel, in the model's normalised space) over the whole patch:
+  no new edges, the global colour statistics are kept; [CLS]/registers have no pixels and stay.
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+
+from rollout_core.errors import InputError
+from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_token_id
+from rollout_core.models import families
+from rollout_core.models.handle import ModelHandle
+
+MAX_BATCH = 64
+"""Perturbed inputs per forward pass."""
+
+CLASSIFIER_TASKS = ("text-classification", "image-classification")
+
+
+@dataclass
+class PreparedInput:
+    """One input ready for perturbation and attribution; x, baseline, owner share the shape (1, *features)."""
+
+    n: int  # positions the model sees (special ones included)
+    removable: torch.Tensor  # (n,) bool: positions that may be perturbed
+    x: torch.Tensor  # (1, *features)
+    baseline: torch.Tensor  # (1, *features)
+    owner: torch.Tensor  # (*features,) long: position of each feature, -1 = none (always kept)
+    forward: Callable[[torch.Tensor], torch.Tensor]  # (S, *features) -> logits (S, C), differentiable
+
+    def perturbed(self, keep: torch.Tensor) -> torch.Tensor:
+        """(S, n) keep masks -> (S, *features) inputs with the removed positions taken from the baseline."""
+        keep = torch.as_tensor(keep, dtype=torch.bool, device=self.x.device)
+        padded = torch.cat([keep, torch.ones_like(keep[:, :1])], dim=1)  # column n: features with no owner
+        owner = torch.where(self.owner < 0, self.n, self.owner)
+        feature_keep = padded[:, owner]
+        return torch.where(feature_keep, self.x, self.baseline)
+
+    def probabilities(self, keep: torch.Tensor) -> torch.Tensor:
+        """(S, n) keep masks -> (S, C) class probabilities, in batches of MAX_BATCH (the perturbation scorer)."""
+        out = []
+        with torch.no_grad():
+            for start in range(0, keep.shape[0], MAX_BATCH):
+                logits = self.forward(self.perturbed(keep[start : start + MAX_BATCH]))
+                out.append(torch.softmax(logits.float(), dim=-1))
+        return torch.cat(out)
+
+    def to_positions(self, features: torch.Tensor) -> torch.Tensor:
+        """(*features,) per-feature values -> (n,) sums per position (features without owner dropped)."""
+        values = features.reshape(-1).to(torch.float64)
+        owner = self.owner.reshape(-1)
+        keep = owner >= 0
+        return torch.zeros(self.n, dtype=torch.float64, device=values.device).index_add_(0, owner[keep], values[keep])
+
+
+def require_classifier(handle: ModelHandle) -> None:
+    if handle.task not in CLASSIFIER_TASKS:
+        raise InputError(
+            f"{handle.name} is a {handle.task} model; faithfulness is measured on a classifier's predicted "
+            "class probability (choose a text or image classification model, e.g. default-text or default-image)"
+        )
+
+
+def prepare_text(handle: ModelHandle, text: str) -> PreparedInput:
+    """The text tokenised exactly like `explain_text`, as word embeddings with a [MASK]-embedding baseline."""
+    require_classifier(handle)
+    tok = handle.processor
+    limit = model_max_length(tok, handle.config, families.spec_for(handle.config).position_offset)
+    enc = encode_text(tok, normalise_text(text), limit)
+    ids = torch.tensor([enc.input_ids], device=handle.device)
+    replacement = tok.mask_token_id if getattr(tok, "mask_token_id", None) is not None else pad_token_id(tok)
+    special = torch.tensor(enc.special, dtype=torch.bool, device=handle.device)
+    embed = handle.model.get_input_embeddings()
+    with torch.no_grad():
+        x = embed(ids)
+        baseline = torch.where(special[None, :, None], x, embed(torch.full_like(ids, int(replacement))))
+    n, d = x.shape[1], x.shape[2]
+    extra: dict[str, Any] = {}
+    if enc.token_type_ids is not None:
+        extra["token_type_ids"] = torch.tensor([enc.token_type_ids], device=handle.device)
+
+    def forward(batch: torch.Tensor) -> torch.Tensor:
+        size = batch.shape[0]
+        kwargs = {k: v.expand(size, -1) for k, v in extra.items()}
+        mask = torch.ones(size, n, dtype=torch.long, device=batch.device)
+        return handle.model(inputs_embeds=batch, attention_mask=mask, **kwargs).logits
+
+    owner = torch.arange(n, device=handle.device)[:, None].expand(n, d)
+    return PreparedInput(n, ~special, x, baseline, owner, forward)
+
+
+def prepare_image(handle: ModelHandle, image: Any) -> PreparedInput:
+    """The image processed exactly like `explain_image`, as pixels with a mean-colour baseline per patch."""
+    from rollout_core.inputs.images import load_image
+
+    require_classifier(handle)
+    try:
+        pixels = handle.processor(images=load_image(image), return_tensors="pt")["pixel_values"].to(handle.device)
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise InputError(f"the image processor could not prepare this image: {err}") from err
+    _, channels, height, width = pixels.shape
+    layout = families.image_layout(handle.config, height, width)
+    rows, cols = layout.grid
+    ph, pw = height // rows, width // cols
+    patch = layout.patch_positions.to(handle.device).view(rows, cols)
+    owner = torch.full((height, width), -1, dtype=torch.long, device=handle.device)
+    owner[: rows * ph, : cols * pw] = patch.repeat_interleave(ph, 0).repeat_interleave(pw, 1)
+    owner = owner.expand(channels, height, width)
+    baseline = pixels.mean(dim=(2, 3), keepdim=True).expand_as(pixels)
+    removable = torch.zeros(layout.num_tokens, dtype=torch.bool, device=handle.device)
+    removable[patch.flatten()] = True
+    size = getattr(handle.config, "image_size", None)
+    resized = isinstance(size, int) and (height, width) != (size, size)
+    accepts = "interpolate_pos_encoding" in inspect.signature(handle.model.forward).parameters
+    interpolate = {"interpolate_pos_encoding": True} if resized and accepts else {}
+
+    def forward(batch: torch.Tensor) -> torch.Tensor:
+        return handle.model(pixel_values=batch, **interpolate).logits
+
+    return PreparedInput(layout.num_tokens, removable, pixels, baseline, owner, forward)
