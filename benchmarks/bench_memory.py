@@ -7,10 +7,19 @@ measures VmHWM - VmRSS around one explanation (rollout of the whole stack, CLS r
 layer). The plain path runs under an address-space cap (RLIMIT_AS), so that an out-of-memory ends
 as "failed" instead of taking the shared machine down.
 
+glibc's malloc keeps freed blocks of up to 32 MiB on its heap once its mmap threshold has grown, so
+the peak RSS of a run that allocates and frees many n x n matrices swings between runs (201 to 530
+MiB for the same streaming run at 2048 tokens). Children therefore run with
+MALLOC_MMAP_THRESHOLD_=1048576 (every block of 1 MiB or more is mapped and returned when freed), the
+same for every mode, so the figures are the memory the computation holds; --default-malloc turns
+that off.
+
 Modes:
-  forward  eager forward, no attentions kept (what the model itself needs; reference only)
-  plain    eager forward with output_attentions=True, then attention_rollout (final matrix only,
-           so the plain path is if anything under-counted)
+  eager    eager forward, no attentions kept (the plain path's own forward; reference)
+  sdpa     SDPA forward, no attentions kept (the streaming path's own forward; reference)
+  attn     eager forward with output_attentions=True, nothing else: the attentions it keeps (the
+           comparison the ratio uses, independent of how the rollout is then computed)
+  plain    the project's plain path: output_attentions=True, then attention_rollout (final matrix)
   stream   rollout_core.lowmem.streaming_rollout (SDPA outputs, blocked probabilities)
 
 Run: python benchmarks/bench_memory.py [--quick] [--cap-gb 8]
@@ -29,7 +38,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
              max_position_embeddings=4096, vocab_size=1000)
-MODES = ("forward", "plain", "stream")
+MODES = ("eager", "sdpa", "attn", "plain", "stream")
 
 
 def _status_kib(field: str) -> int:
@@ -58,8 +67,11 @@ def _child(mode: str, n: int, cap_bytes: int) -> dict:
     def run(length: int) -> None:
         inputs = {"input_ids": torch.randint(5, MODEL["vocab_size"], (1, length))}
         with torch.no_grad():
-            if mode == "forward":
+            if mode in ("eager", "sdpa"):
+                model.config._attn_implementation = mode
                 model(**inputs)
+            elif mode == "attn":
+                model(**inputs, output_attentions=True)
             elif mode == "plain":
                 attention_rollout(model(**inputs, output_attentions=True).attentions)
             else:
@@ -80,9 +92,11 @@ def _child(mode: str, n: int, cap_bytes: int) -> dict:
     return {"mode": mode, "n": n, "extra_mib": (_status_kib("VmHWM") - before) / 1024, "seconds": seconds}
 
 
-def _measure(mode: str, n: int, cap_bytes: int) -> dict:
+def _measure(mode: str, n: int, cap_bytes: int, fixed_malloc: bool) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, str(n), str(cap_bytes)]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    if fixed_malloc:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(2**20)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
@@ -97,8 +111,9 @@ def _cell(result: dict) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="1024 and 2048 tokens only")
+    parser.add_argument("--quick", action="store_true", help="2048 and 4096 tokens only (the two targets)")
     parser.add_argument("--cap-gb", type=float, default=8.0, help="address-space cap per run above the loaded model")
+    parser.add_argument("--default-malloc", action="store_true", help="leave glibc's dynamic mmap threshold on")
     parser.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -109,26 +124,32 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from rollout_core.lowmem import estimate_full_capture_bytes
 
-    lengths = (1024, 2048) if args.quick else (1024, 2048, 4096)
+    lengths = (2048, 4096) if args.quick else (1024, 2048, 4096)
     cap = int(args.cap_gb * 2**30)
     print(f"BERT-base shape, random weights: {MODEL['num_hidden_layers']} layers, {MODEL['num_attention_heads']} heads, "
           f"hidden {MODEL['hidden_size']}, {MODEL['max_position_embeddings']} positions; fp32, batch 1, 1 thread; "
-          f"cap {args.cap_gb:g} GiB above the loaded model per run")
-    print("extra peak RSS above the loaded model (time of the run)")
-    header = f"{'tokens':>6} | {'forward only':>20} | {'output_attentions':>20} | {'streaming':>20} | plain/stream | kept attentions"
+          f"cap {args.cap_gb:g} GiB above the loaded model per run; "
+          + ("glibc default malloc" if args.default_malloc else "MALLOC_MMAP_THRESHOLD_=1 MiB in every run"))
+    print("extra peak RSS above the loaded model (time of the run); ratio = output_attentions / streaming;")
+    print("capture-only ratio = (output_attentions - eager forward) / (streaming - SDPA forward)")
+    header = (f"{'tokens':>6} | {'eager forward':>18} | {'SDPA forward':>18} | {'output_attentions':>18} | "
+              f"{'+ attention_rollout':>19} | {'streaming':>18} | {'ratio':>6} | capture-only | kept attentions")
     print(header)
     print("-" * len(header))
     for n in lengths:
-        results = {mode: _measure(mode, n, cap) for mode in MODES}
-        plain, stream = results["plain"], results["stream"]
-        ratio = "n/a"
+        results = {mode: _measure(mode, n, cap, not args.default_malloc) for mode in MODES}
+        plain, stream = results["attn"], results["stream"]
+        ratio = capture_only = "n/a"
         if "failed" not in plain and "failed" not in stream:
             ratio = f"{plain['extra_mib'] / stream['extra_mib']:.1f}x"
+            if "failed" not in results["eager"] and "failed" not in results["sdpa"]:
+                own = stream["extra_mib"] - results["sdpa"]["extra_mib"]
+                capture_only = f"{(plain['extra_mib'] - results['eager']['extra_mib']) / max(own, 1.0):.1f}x"
         elif "failed" in plain and "failed" not in stream:
             ratio = f">{cap / 2**20 / stream['extra_mib']:.0f}x"  # the plain path needed more than the cap
         kept = estimate_full_capture_bytes(MODEL["num_hidden_layers"], MODEL["num_attention_heads"], n) / 2**20
-        print(f"{n:>6} | {_cell(results['forward']):>20} | {_cell(plain):>20} | {_cell(stream):>20} | "
-              f"{ratio:>12} | {kept:.0f} MiB", flush=True)
+        cells = " | ".join(f"{_cell(results[mode]):>{19 if mode == 'plain' else 18}}" for mode in MODES)
+        print(f"{n:>6} | {cells} | {ratio:>6} | {capture_only:>12} | {kept:.0f} MiB", flush=True)
         for result in results.values():
             if "failed" in result:
                 print(f"         {result['mode']} at {n} failed under the cap: {result['failed']}")

@@ -174,7 +174,6 @@ class _Accumulator:
     layer_rows: list[torch.Tensor] = field(default_factory=list)
     layer_attention_rows: list[torch.Tensor] = field(default_factory=list)
     _fused: torch.Tensor | None = None
-    _spare: torch.Tensor | None = None
 
     def next_layer(self) -> int:
         layer = self.calls
@@ -202,13 +201,8 @@ class _Accumulator:
         )
         if step.untyped_storage().data_ptr() == fused.untyped_storage().data_ptr():
             step = step.clone()  # the fused buffer is overwritten by the next layer
-        if self.rollout is None:
-            self.rollout = step
-        else:
-            # R_new = Ã · R into a spare buffer that is reused layer after layer (fewer large allocations)
-            spare = self._spare if self._spare is not None and self._spare.dtype == step.dtype else None
-            product = torch.matmul(step, self.rollout, out=spare) if spare is not None else torch.matmul(step, self.rollout)
-            self._spare, self.rollout = self.rollout, product
+        # no spare buffer kept for the product: it would sit beside augment_layer's temporaries at the peak
+        self.rollout = step if self.rollout is None else torch.matmul(step, self.rollout)
         del step
         self.layer_rows.append(self._rows(self.rollout).clone())
 
