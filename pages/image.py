@@ -1,0 +1,67 @@
+"""Image page: explain an uploaded or bundled image with a ViT-family model."""
+from __future__ import annotations
+
+import streamlit as st
+
+from pages._lib import core, draw, views
+from pages._lib.sidebar import method_settings, model_picker
+from pages._lib.state import param, sync_url
+from rollout_core.data.example_images import example_images
+
+UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
+
+st.title("Image")
+
+with st.sidebar:
+    st.header("Model")
+    name, allow_pickle = model_picker("image")
+    st.header("Method")
+    method = method_settings()
+
+examples = core.run("listing the bundled examples", example_images) or {}
+upload = st.file_uploader("Upload an image (png, jpeg, webp, bmp, gif: first frame)", type=UPLOAD_TYPES,
+                          key="upload")
+image_bytes: bytes | None = None
+if upload is not None:
+    image_bytes = upload.getvalue()
+    source = upload.name
+elif examples:
+    names = list(examples)
+    param("example", "shapes-triangle" if "shapes-triangle" in names else names[0], tuple(names))
+    source = st.selectbox("…or a bundled example", names, key="example")
+    image_bytes = examples[source].read_bytes()
+
+display = st.columns(3)
+param("opacity", 0.55)
+opacity = display[0].slider("Overlay opacity", 0.0, 1.0, step=0.05, key="opacity")
+param("cmap", draw.COLORMAPS[0], draw.COLORMAPS)
+scale = display[1].selectbox("Colour map", draw.COLORMAPS, key="cmap")
+
+exp = None
+if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
+    exp = core.run(f"running {name} on {source} and computing {method.method}", core.explain_image, name,
+                   allow_pickle, image_bytes, method)
+
+if exp is not None:
+    left, right = st.columns([1, 2])
+    with left:
+        views.prediction(exp)
+        st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
+                   f"{exp.grid[0]}×{exp.grid[1]} patches.")
+    with right:
+        layer, raw = views.layer_choice(exp.num_layers)
+        row = views.layer_row(exp, layer, raw)
+        zmax = max(float(exp.score_map(r).max()) for r in (*exp.layer_scores, *exp.layer_attention_scores))
+        what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
+        score_map = exp.score_map(row)
+        st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')
+        a, b = st.columns(2)
+        over = draw.overlay(exp.image, score_map, opacity=opacity, scale=scale, zmax=zmax, title=f"Overlay: {what}")
+        grid = draw.patch_grid(score_map, scale=scale, zmax=zmax, title="Patch grid")
+        a.plotly_chart(over, key="overlay")
+        b.plotly_chart(grid, key="grid")
+    views.summary(exp)
+    st.subheader("Downloads")
+    views.downloads(exp, {"Overlay": lambda: over, "Patch grid": lambda: grid}, key="image")
+
+sync_url()
