@@ -83,3 +83,24 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         with st.spinner(f"{what[0].upper()}{what[1:]}…"):
             result = fn(*args, **kwargs)
     return result
+
+
+@st.cache_resource(max_entries=16, show_spinner=False,
+                   hash_funcs={bytes: lambda b: hashlib.sha256(b).hexdigest()})
+def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...], method: Method) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_input`, cached on model, input, methods and settings."""
+    from rollout_core.faithfulness import evaluate
+
+    options = {k: v for k, v in method.kwargs().items() if k not in ("method", "target")}
+    return evaluate.evaluate_input(load(name, allow_pickle), source, list(methods), **options)
+
+
+@st.cache_resource(max_entries=8, show_spinner=False)
+def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple[str, ...], limit: int,
+                     method: Method, _progress: Any = None) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_dataset` on a generated set, cached on its arguments."""
+    from rollout_core.faithfulness import evaluate
+
+    options = {k: v for k, v in method.kwargs().items() if k not in ("method", "target")}
+    return evaluate.evaluate_dataset(load(name, allow_pickle), dataset, list(methods), limit=limit,
+                                     progress=_progress, **options)

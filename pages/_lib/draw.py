@@ -116,3 +116,19 @@ def _unique(tokens: Sequence[str]) -> list[str]:
         seen[token] = seen.get(token, 0) + 1
         out.append(token if seen[token] == 1 else f"{token} ({seen[token]})")
     return out
+
+
+def difference(units: Sequence[str], a: np.ndarray, b: np.ndarray) -> go.Figure:
+    """A and B per unit on one scale, and A − B below (red: A gives more weight, blue: B does)."""
+    labels = _unique(units)
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, subplot_titles=["A and B", "A − B"], vertical_spacing=0.12)
+    fig.add_trace(go.Bar(x=labels, y=a, name="A", hovertemplate="%{x}: A %{y:.4f}<extra></extra>"), row=1, col=1)
+    fig.add_trace(go.Bar(x=labels, y=b, name="B", hovertemplate="%{x}: B %{y:.4f}<extra></extra>"), row=1, col=1)
+    diff = a - b
+    bound = float(np.abs(diff).max()) or 1.0
+    fig.add_trace(go.Bar(x=labels, y=diff, name="A − B", showlegend=False,
+                         marker=dict(color=diff, colorscale="RdBu_r", cmin=-bound, cmax=bound),
+                         hovertemplate="%{x}: A − B %{y:.4f}<extra></extra>"), row=2, col=1)
+    fig.update_layout(barmode="group", height=480, margin=dict(l=40, r=10, t=40, b=40))
+    return fig

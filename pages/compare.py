@@ -1,0 +1,100 @@
+"""Compare page: two models (or one model with two methods) on the same text or image."""
+from __future__ import annotations
+
+import importlib
+
+import streamlit as st
+
+from pages._lib import core, draw, views
+from pages._lib.sidebar import method_settings, model_picker
+from pages._lib.state import param, sync_url
+from rollout_core.data.example_images import example_images
+from rollout_core.data.sentiment import EXAMPLE_SENTENCES
+
+MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
+
+st.title("Compare")
+param("modality", "text", ("text", "image"))
+param("mode", "methods", tuple(MODES))
+top = st.columns(2)
+modality = top[0].radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
+mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_func=MODES.__getitem__)
+
+with st.sidebar:
+    st.header("Left (A)")
+    name_a, pickle_a = model_picker(modality, key="model")
+    method_a = method_settings()
+    st.header("Right (B)")
+    if mode == "models":
+        name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
+        method_b = method_a
+    else:
+        name_b, pickle_b = name_a, pickle_a
+        if "b_method" not in st.session_state and "b_method" not in st.query_params:
+            st.session_state["b_method"] = "attention"
+        method_b = method_settings(key="b_")
+
+if modality == "text":
+    param("text", EXAMPLE_SENTENCES[0])
+    source = st.text_area("Text", key="text", height=80, max_chars=200_000)
+    explain = core.explain_text
+else:
+    examples = core.run("listing the bundled examples", example_images) or {}
+    upload = st.file_uploader("Upload an image", type=["png", "jpg", "jpeg", "webp", "bmp", "gif"], key="upload")
+    names = list(examples)
+    source = upload.getvalue() if upload is not None else None
+    if source is None and names:
+        param("example", "shapes-triangle" if "shapes-triangle" in names else names[0], tuple(names))
+        source = examples[st.selectbox("…or a bundled example", names, key="example")].read_bytes()
+    explain = core.explain_image
+
+results = []
+for side, name, allow_pickle, method in (("A", name_a, pickle_a, method_a), ("B", name_b, pickle_b, method_b)):
+    exp = None
+    if source is not None and core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
+        exp = core.run(f"explaining with {name} ({method.method}) for side {side}", explain, name, allow_pickle,
+                       source, method)
+    results.append(exp)
+
+a, b = results
+if a is not None and b is not None:
+    layers = min(a.num_layers, b.num_layers)
+    layer, raw = views.layer_choice(layers)
+    if a.num_layers != b.num_layers:
+        st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
+                   "(each side shows its own layer of that number).")
+    rows = [views.layer_row(exp, layer, raw) for exp in (a, b)]
+    cols = st.columns(2)
+    for col, exp, row, side in zip(cols, (a, b), rows, "AB"):
+        with col:
+            st.markdown(f"**{side}: {exp.model_name}, {exp.method}**")
+            views.prediction(exp, f"Prediction ({side})")
+    zmax = views.shared_zmax(a, b)
+    for col, exp, row, side in zip(cols, (a, b), rows, "AB"):
+        with col:
+            if exp.kind == "text":
+                st.html(draw.token_html(exp.display_tokens(), exp.display_scores(row), zmax,
+                                        marker=f"{side}-layer-{layer}"))
+            else:
+                st.plotly_chart(draw.patch_grid(exp.score_map(row), scale=draw.COLORMAPS[0], zmax=zmax,
+                                                title=f"{side}: patch scores"), key=f"grid_{side}")
+            views.summary(exp)
+
+    st.subheader("Agreement")
+    try:
+        compare = importlib.import_module("rollout_core.compare")
+    except ModuleNotFoundError:
+        compare = None
+        st.caption("(No agreement figures: rollout_core.compare is missing from this install.)")
+    if compare is not None:
+        with core.guarded("comparing the two explanations"):
+            result = compare.compare(a, b, scores_a=rows[0], scores_b=rows[1])
+            if result.aligned_by_words:
+                st.info("The two tokenizers split the text differently: scores were aligned onto words by "
+                        "character offsets, and the comparison is per word.")
+            m = st.columns(3)
+            m[0].metric("Spearman rank correlation", f"{result.spearman:.3f}")
+            m[1].metric(f"Top-{result.k} overlap", f"{result.top_k_overlap:.0%}")
+            m[2].metric("Units compared", str(len(result.units)))
+            st.plotly_chart(draw.difference(result.units, result.a, result.b), key="difference")
+sync_url()
