@@ -1,0 +1,223 @@
+"""`python -m rollout_core {text,image,models,setup,evaluate}`.
+
+Exit status: 0 done; 2 for anything the user can fix (a `RolloutError` or a bad command line), with
+exactly one `error: ...` line on stderr; 1 for a bug (`error: internal: ...`). Heavy imports (torch,
+transformers) happen only after the command line is parsed, so usage errors are instant.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+from typing import Any, Sequence
+
+from rollout_core.errors import InputError, RolloutError
+
+BAR_WIDTH = 30
+METHODS = ("rollout", "flow", "gradient", "attention")  # = rollout_core.explain.METHODS (not imported: torch)
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports a bad command line as one `error: ...` line and exit status 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        _fail(f"{message} (see `{self.prog} --help`)")
+
+
+def _fail(message: str, status: int = 2) -> None:
+    print("error: " + " ".join(str(message).split()), file=sys.stderr)
+    raise SystemExit(status)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m rollout_core", description="Attention rollout, flow and gradient rollout.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    text = sub.add_parser("text", help="explain a text")
+    text.add_argument("--model", help="registry name, local folder or hub id (default: default-text)")
+    text.add_argument("--text", required=True, help='the text; "-" reads it from stdin')
+    text.add_argument("--labels", help="zero-shot labels for sentence encoders, comma-separated: a,b,c")
+    text.add_argument("--max-length", type=int, help="cut the text at this many tokens (default: the model's limit)")
+    image = sub.add_parser("image", help="explain an image")
+    image.add_argument("--model", help="registry name, local folder or hub id (default: default-image)")
+    image.add_argument("--image", required=True, help="image file")
+    for p in (text, image):
+        p.add_argument("--method", choices=METHODS, default="rollout")
+        p.add_argument("--target", help="class label or index; causal LMs: token position (default: predicted / last)")
+        p.add_argument("--head-fusion", choices=("mean", "max", "min"), default="mean")
+        p.add_argument("--residual-weight", type=float, default=1.0)
+        p.add_argument("--discard-ratio", type=float, default=0.0)
+        p.add_argument("--start-layer", type=int, default=0)
+        p.add_argument("--end-layer", type=int, default=None, help="exclusive (default: all layers)")
+        p.add_argument("--capture", choices=("auto", "full", "lowmem"), default="auto")
+        p.add_argument("--json", action="store_true", help="print one JSON object (Explanation.to_dict())")
+        p.add_argument("--allow-pickle", action="store_true",
+                       help="allow pickle weights (.bin/.pt): they can run code when loaded; only for trusted models")
+
+    models = sub.add_parser("models", help="list the registry's models")
+    models.add_argument("--json", action="store_true")
+    setup = sub.add_parser("setup", help="build the embedded default models")
+    setup.add_argument("--force", action="store_true", help="rebuild even when present")
+    sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the CLI; returns the exit status (errors exit through SystemExit with one stderr line)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["evaluate"]:  # its options belong to the evaluate module: pass them on untouched
+        args = argparse.Namespace(command="evaluate", args=argv[1:])
+    else:
+        args = build_parser().parse_args(argv)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            _quiet_libraries()
+            status = _COMMANDS[args.command](args)
+        for w in caught:
+            if w.category.__name__ == "PickleWeightsWarning":
+                print("warning: " + " ".join(str(w.message).split()), file=sys.stderr)
+        return status
+    except RolloutError as err:
+        _fail(str(err))
+    except BrokenPipeError:  # output piped into `head` and closed: not an error
+        sys.stdout = open(os.devnull, "w")
+        return 0
+    except KeyboardInterrupt:
+        _fail("interrupted", 130)
+    except Exception as err:  # a bug: one line, no traceback
+        _fail(f"internal: {type(err).__name__}: {err}", 1)
+    return 1
+
+
+def _quiet_libraries() -> None:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+
+
+# ----------------------------------------------------------------------------------------------
+# Commands
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    return dict(method=args.method, target=args.target, head_fusion=args.head_fusion,
+                residual_weight=args.residual_weight, discard_ratio=args.discard_ratio,
+                start_layer=args.start_layer, end_layer=args.end_layer, capture=args.capture)
+
+
+def _load(name: str | None, modality: str, allow_pickle: bool) -> Any:
+    from rollout_core.models.loading import load_model
+    from rollout_core.models.registry import DEFAULTS
+
+    return load_model(name or DEFAULTS[modality], allow_pickle=allow_pickle)
+
+
+def _cmd_text(args: argparse.Namespace) -> int:
+    text = sys.stdin.read() if args.text == "-" else args.text
+    labels = None
+    if args.labels is not None:
+        labels = [x.strip() for x in args.labels.split(",") if x.strip()]
+    from rollout_core.explain import explain_text
+
+    handle = _load(args.model, "text", args.allow_pickle)
+    explanation = explain_text(handle, text, labels=labels, max_length=args.max_length, **_options(args))
+    print(explanation.to_json() if args.json else render_text(explanation))
+    return 0
+
+
+def _cmd_image(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rollout_core.explain import explain_image
+
+    path = Path(args.image).expanduser()
+    if not path.is_file():
+        raise InputError(f"no such image file: {args.image}")
+    handle = _load(args.model, "image", args.allow_pickle)
+    explanation = explain_image(handle, path, **_options(args))
+    print(explanation.to_json() if args.json else render_image(explanation))
+    return 0
+
+
+def _cmd_models(args: argparse.Namespace) -> int:
+    from rollout_core.models.registry import is_available, list_models
+
+    rows = [
+        {"name": e.name, "family": e.family, "task": e.task, "modality": e.modality,
+         "kind": "embedded" if e.embedded else "hub",
+         "status": ("ready" if is_available(e) else "run setup" if e.built_by_setup else "missing")
+         if e.embedded else "needs the hub",
+         "description": e.description}
+        for e in list_models()
+    ]
+    if args.json:
+        print(json.dumps(rows, ensure_ascii=False))
+        return 0
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        print(f"{r['name']:<{width}}  {r['task']:<20}  {r['family']:<10}  {r['status']:<13}  {r['description']}")
+    return 0
+
+
+def _cmd_setup(args: argparse.Namespace) -> int:
+    from rollout_core.build import build_all
+
+    for line in build_all(force=args.force):
+        print(line)
+    return 0
+
+
+def _cmd_evaluate(args: argparse.Namespace) -> int:
+    try:
+        from rollout_core.faithfulness import cli_evaluate
+    except ImportError:
+        raise RolloutError("the evaluate command is not available in this version") from None
+    return int(cli_evaluate.main(list(args.args)) or 0)
+
+
+_COMMANDS = {"text": _cmd_text, "image": _cmd_image, "models": _cmd_models, "setup": _cmd_setup,
+             "evaluate": _cmd_evaluate}
+
+
+# ----------------------------------------------------------------------------------------------
+# Plain-text output
+
+
+def _bar(value: float, top: float) -> str:
+    filled = 0 if top <= 0 else round(BAR_WIDTH * value / top)
+    return "█" * filled + "·" * (BAR_WIDTH - filled)
+
+
+def _header(e: Any) -> list[str]:
+    lines = [f"model: {e.model_name}   method: {e.method}   explained: {e.target_description}"]
+    if e.prediction:
+        lines.append("prediction: " + ", ".join(f"{p.label!r} {p.probability:.3f}" for p in e.prediction))
+    if e.truncation:
+        t = e.truncation
+        lines.append(f"note: the text was cut to the model's limit: {t['kept_chars']} of {t['total_chars']} "
+                     f"characters ({t['kept_tokens']} tokens) were explained")
+    return lines
+
+
+def render_text(e: Any) -> str:
+    """A table of the shown tokens (special tokens left out, shares renormalised) with bars."""
+    tokens, scores = e.display_tokens(), e.display_scores()
+    width = min(24, max((len(repr(t)) for t in tokens), default=5))
+    top = float(max(scores, default=0.0))
+    rows = [f"{repr(t)[:width]:<{width}}  {_bar(float(s), top)}  {float(s):.4f}" for t, s in zip(tokens, scores)]
+    return "\n".join(_header(e) + [""] + rows)
+
+
+def render_image(e: Any) -> str:
+    """The patch map (rows = image rows) as numbers in percent, then the ten strongest patches."""
+    grid = e.score_map()
+    rows = [" ".join(f"{100 * v:5.1f}" for v in row) for row in grid]
+    flat = grid.ravel()
+    order = flat.argsort()[::-1][:10]
+    top = float(flat.max()) if flat.size else 0.0
+    cols = grid.shape[1]
+    best = [f"patch {i // cols},{i % cols}  {_bar(float(flat[i]), top)}  {float(flat[i]):.4f}" for i in order]
+    return "\n".join(_header(e) + [f"patch map {grid.shape[0]}x{grid.shape[1]} (% of the shown total):"] + rows
+                     + ["", "strongest patches:"] + best)

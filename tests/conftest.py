@@ -1,0 +1,54 @@
+"""Shared pytest fixtures. Everything runs offline (HF_HUB_OFFLINE=1) on small, seeded inputs."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from pathlib import Path  # noqa: E402
+from typing import Callable  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _quiet_transformers() -> None:
+    """One thread per test process (shared CPUs) and no progress bars or advisory warnings."""
+    import torch
+    import transformers
+
+    torch.set_num_threads(1)
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """`tiny_model_dir(kind)`: folder of the tiny random-weight model `kind` (see tests/tiny_models.py),
+    built once per test session."""
+    from tiny_models import build_tiny
+
+    built: dict[str, Path] = {}
+
+    def get(kind: str) -> Path:
+        if kind not in built:
+            built[kind] = build_tiny(kind, tmp_path_factory.mktemp(f"tiny-{kind}"))
+        return built[kind]
+
+    return get
+
+
+@pytest.fixture(scope="session")
+def tiny_handle(tiny_model_dir: Callable[[str], Path]) -> Callable[[str], object]:
+    """`tiny_handle(kind)`: the tiny model `kind` loaded through `rollout_core.load_model` (a ModelHandle)."""
+    from rollout_core.models.loading import load_model
+
+    handles: dict[str, object] = {}
+
+    def get(kind: str) -> object:
+        if kind not in handles:
+            handles[kind] = load_model(tiny_model_dir(kind))
+        return handles[kind]
+
+    return get
