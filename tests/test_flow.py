@@ -66,3 +66,30 @@ def test_approximation_stays_close_and_progress_is_reported():
 def test_bad_output_tokens_are_refused():
     with pytest.raises(InputError, match="output_tokens"):
         attention_flow(attention(1, 1, 1, 3, 0), output_tokens=[3])
+
+
+def test_padded_batch_equals_networkx_with_half_residual():
+    """Peaky attention, residual 0.5, one padded sample: each sample equals the reference on its real tokens."""
+    n, length = 7, 5
+    attn = [torch.softmax(t * 3, -1) for t in attention(4, 2, 2, n, seed=5)]
+    for a in attn:
+        a[0, :, :, length:] = 0
+        a[0] /= a[0].sum(-1, keepdim=True)
+    mask = torch.tensor([[1] * length + [0] * (n - length), [1] * n])
+    ours = attention_flow(attn, residual_weight=0.5, attention_mask=mask)
+    for b, real in ((0, length), (1, n)):
+        expected = reference_flow([a[b, :, :real, :real].numpy() for a in attn], residual=0.5)
+        assert np.abs(ours[b, :real, :real].numpy() - expected).max() < 1e-3
+    assert torch.all(ours[0, length:] == 0) and torch.all(ours[0, :, length:] == 0)
+
+
+def test_layer_slicing_and_pruning_never_empties_a_row():
+    attn = attention(4, 1, 2, 6, seed=6)
+    assert torch.allclose(attention_flow(attn, start_layer=1, end_layer=3), attention_flow(attn[1:3]))
+    # at threshold 0.99 only each node's largest in-edge survives, yet every output keeps some flow
+    pruned = attention_flow(attn, residual_weight=0.0, approximate=True, prune_threshold=0.99)
+    assert torch.allclose(pruned.sum(-1), torch.ones(1, 6, dtype=torch.float64))
+    with pytest.raises(InputError, match="prune_threshold"):
+        attention_flow(attn, approximate=True, prune_threshold=1.0)
+    with pytest.raises(InputError, match="integers"):
+        attention_flow(attn, start_layer=0.5)

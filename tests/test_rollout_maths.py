@@ -185,3 +185,33 @@ def test_fuse_heads_matches_numpy():
 def test_cuda_matches_cpu():
     attn = random_attention(3, 2, 2, 5, seed=8)
     assert torch.allclose(attention_rollout([a.cuda() for a in attn]).cpu(), attention_rollout(attn))
+
+
+@pytest.mark.parametrize(
+    "fusion, residual, expected",
+    [
+        # max: fused1 = [[1/2,1/2,1],[1,1,0],[1/4,1,1/2]] -> Ã1 = [[1/2,1/6,1/3],[1/3,2/3,0],[1/11,4/11,6/11]]
+        #      fused2 = [[0,1,1],[1,0,1/2],[0,1,1]]     -> Ã2 = [[1/3,1/3,1/3],[2/5,2/5,1/5],[0,1/3,2/3]]
+        ("max", 1.0, [[F(61, 198), F(79, 198), F(29, 99)], [F(58, 165), F(67, 165), F(8, 33)],
+                      [F(17, 99), F(46, 99), F(4, 11)]]),
+        # min, w = 1/2: fused1 = [[0,0,0],[0,0,0],[0,1/4,1/2]] -> Ã1 = [[1,0,0],[0,1,0],[0,1/3,2/3]]
+        #               fused2 = [[0,0,0],[1/2,0,0],[0,0,1]]   -> Ã2 = [[1,0,0],[1/2,1/2,0],[0,0,1]]
+        ("min", 0.5, [[1, 0, 0], [F(1, 2), F(1, 2), 0], [0, F(1, 3), F(2, 3)]]),
+    ],
+)
+def test_two_layer_fusions_by_hand(fusion, residual, expected):
+    R = attention_rollout([t([A1, B]), t([A2, B])], head_fusion=fusion, residual_weight=residual)[0]
+    close(R, expected)
+
+
+def test_layer_indices_accept_integer_likes_and_refuse_floats():
+    attn = random_attention(3, 1, 2, 4, seed=9)
+    assert torch.equal(attention_rollout(attn, start_layer=np.int64(1)), attention_rollout(attn, start_layer=1))
+    with pytest.raises(InputError, match="integers"):
+        attention_rollout(attn, start_layer=1.0)
+    with pytest.raises(InputError, match="discard_ratio"):
+        attention_rollout(attn, discard_ratio=-0.1)
+    with pytest.raises(InputError, match="attention_mask"):
+        attention_rollout(attn, attention_mask=torch.ones(1, 3))
+    with pytest.raises(InputError, match="heads"):
+        fuse_heads(torch.ones(3, 3))

@@ -10,6 +10,8 @@ HEAD_FUSIONS = ("mean", "max", "min")
 
 def fuse_heads(attention: torch.Tensor, how: str = "mean") -> torch.Tensor:
     """(..., H, n, n) -> (..., n, n): mean (the rollout paper), max or min over the head axis."""
+    if attention.dim() < 3:
+        raise InputError(f"attention must be (..., heads, n, n), got shape {tuple(attention.shape)}")
     if how == "mean":
         return attention.mean(dim=-3)
     if how == "max":

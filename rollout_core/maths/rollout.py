@@ -6,6 +6,7 @@ in output token i. Every Ã is row-stochastic on the real tokens; padded positio
 """
 from __future__ import annotations
 
+import operator
 from typing import Sequence
 
 import torch
@@ -43,10 +44,14 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
 
 
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
-    """Python slice semantics over layers (negative indices allowed); an empty range is an error."""
-    if not isinstance(start_layer, int) or (end_layer is not None and not isinstance(end_layer, int)):
-        raise InputError("start_layer and end_layer must be integers")
-    selected = range(num_layers)[start_layer:end_layer]
+    """Python slice semantics over layers (negative indices allowed); an empty range is an error.
+    Integer-like values (numpy integers from a table or slider) are accepted; floats are not."""
+    try:
+        start = operator.index(start_layer)
+        end = None if end_layer is None else operator.index(end_layer)
+    except TypeError:
+        raise InputError(f"start_layer and end_layer must be integers, got {start_layer!r}, {end_layer!r}") from None
+    selected = range(num_layers)[start:end]
     if len(selected) == 0:
         raise InputError(
             f"layer range start_layer={start_layer}, end_layer={end_layer} selects no layer of {num_layers}"
