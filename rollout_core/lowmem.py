@@ -39,7 +39,7 @@ import torch
 
 from rollout_core.errors import InputError, UnsupportedModelError
 from rollout_core.maths.fusion import fuse_heads
-from rollout_core.maths.rollout import augment_layer, layer_attention, layer_range
+from rollout_core.maths.rollout import augment_layer, layer_range
 
 STREAM_IMPLEMENTATION = "rollout_stream"
 """Name under which the streaming attention function is registered while a capture runs."""
@@ -189,10 +189,7 @@ class _Accumulator:
         n = fused.shape[-1]
         if self.rows is not None and any(not 0 <= r < n for r in self.rows):
             raise InputError(f"Explained rows {self.rows} are outside the {n} positions of the input.")
-        # the plain path's raw view: a one-layer, one-head stack through layer_attention (padding masked)
-        raw = layer_attention(fused[None, :, None], attention_mask=self.padding_mask)[0]
-        self.layer_attention_rows.append(self._rows(raw).clone())
-        del raw
+        self.layer_attention_rows.append(self._raw_rows(fused))
         step = augment_layer(
             fused,
             residual_weight=self.residual_weight,
@@ -212,6 +209,17 @@ class _Accumulator:
         if buffer is None or buffer.shape != (batch, n, n) or buffer.dtype != dtype or buffer.device != device:
             buffer = self._fused = torch.empty(batch, n, n, dtype=dtype, device=device)
         return buffer
+
+    def _raw_rows(self, fused: torch.Tensor) -> torch.Tensor:
+        """The explained rows of `layer_attention` (padded rows and columns 0, real rows renormalised),
+        computed on those rows only: running layer_attention on the whole (B, n, n) layer would add
+        several n x n temporaries to the peak. Tests pin it to layer_attention."""
+        rows = self._rows(fused).clamp_min(0.0)
+        if self.padding_mask is not None:
+            real = (self.padding_mask.to(rows.device) > 0).to(rows.dtype)
+            rows = rows * self._rows(real[:, :, None]) * real[:, None, :]
+        sums = rows.sum(dim=-1, keepdim=True)
+        return torch.where(sums > 0, rows / sums.clamp_min(torch.finfo(rows.dtype).tiny), rows)
 
     def _rows(self, matrix: torch.Tensor) -> torch.Tensor:
         return matrix if self.rows is None else matrix[:, self.rows, :]

@@ -113,7 +113,7 @@ def _same_as_plain(model, inputs, *, path, sdpa_layers, rows, logits_atol=ATOL):
 
 def test_bert_with_padding_matches_plain_path_and_outputs(bert):
     inputs = _text_batch()
-    stream = _same_as_plain(bert, inputs, path="interface", sdpa_layers=3, rows=[0])
+    stream = _same_as_plain(bert, inputs, path="interface", sdpa_layers=3, rows=[0, 6])  # 6: padding in sample 2
     # the padded sample gets exactly the scores it gets alone, and its padding gets nothing
     alone = streaming_rollout(_handle(bert), {k: v[1:, :5] for k, v in inputs.items()}, rows=[0])
     torch.testing.assert_close(stream["matrix"][1, :5, :5], alone["matrix"][0], atol=ATOL, rtol=0)
