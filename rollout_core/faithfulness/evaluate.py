@@ -44,7 +44,7 @@ BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "l
           "spearman_ig": "higher"}
 
 Progress = Callable[[int, int], None]
-"""progress(done, total), called after each example."""
+"""progress(done, total): called with 0 once the data set is read, then after each example."""
 
 
 @dataclass
@@ -122,12 +122,15 @@ def evaluate_dataset(
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
     file with `text` and `label` columns, or a folder with one sub-folder of images per class."""
-    handle = _handle(model, dataset if dataset in ("text", "image") else None)
+    generated = dataset if dataset in ("text", "image") else None
+    handle = _handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = _methods(methods)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")
     items = _dataset_items(handle, dataset, limit)
     rows: list[dict[str, Any]] = []
+    if progress is not None:
+        progress(0, len(items))
     for index, item in enumerate(items):
         result = _evaluate_item(handle, item, methods, seeds, options)
         for row in result.rows:
@@ -235,19 +238,21 @@ def _region(explanation: Explanation, item: Item) -> np.ndarray | None:
 # Models, methods, data sets
 
 
-def _handle(model: Any, modality: str | None = None) -> ModelHandle:
+def _handle(model: Any, modality: str = "text", check: bool = False) -> ModelHandle:
+    """The model (None: the default model of `modality`); `check`: it must be of that modality."""
     from rollout_core.models.loading import load_model
     from rollout_core.models.registry import DEFAULTS
 
     if isinstance(model, ModelHandle):
         handle = model
     elif model is None:
-        handle = load_model(DEFAULTS[modality or "text"])
+        handle = load_model(DEFAULTS[modality])
     else:
         handle = load_model(model)
     require_classifier(handle)
-    if modality is not None and handle.modality != modality:
-        raise InputError(f"the {modality} data set needs a {modality} model; {handle.name} is a {handle.modality} model")
+    if check and handle.modality != modality:
+        kind = "an image" if handle.modality == "image" else "a text"
+        raise InputError(f"the {modality} data set needs a {modality} model; {handle.name} is {kind} model")
     return handle
 
 
