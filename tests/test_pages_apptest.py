@@ -99,7 +99,7 @@ def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> Non
     assert_clean(at)
     body = html_of(at)
     assert "<img" not in body  # no element made from the user's text
-    assert ">&lt;<" in body and ">img<" in body  # the markup is there, as text (one token per piece)
+    assert ">&lt;<" in body  # the markup is there, as text
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])
