@@ -3,7 +3,8 @@
 Text: `explain_text` on the "default-text" model, one new sentence per call.
 Image: `explain_image` on the "default-image" model, one new image per call (a generated shapes
 image, so no two calls see the same pixels).
-Each figure is the median of several calls after one warm-up call; min and max are shown too.
+Each figure is the median of several calls after one warm-up call; min and max are shown too. The
+same inputs are then explained with capture="lowmem" (rollout_core.lowmem), measured in the same run.
 Models come from `python -m rollout_core setup` (default-text) and the committed assets
 (default-image); a model that is not there is reported, not failed.
 
@@ -59,12 +60,19 @@ def _bench(name: str, label: str, inputs: Callable[[int], list[Any]], explain: s
         print(f"{label:<44} not available: {type(err).__name__}: {err}")
         return
     function = getattr(rollout_core, explain)
-    _report(f"{label} ({handle.family}, {handle.num_layers} layers)", _timings(lambda x: function(handle, x), inputs(count + 1)))
+    items = inputs(count + 1)
+    default = _timings(lambda x: function(handle, x), items)
+    streamed = _timings(lambda x: function(handle, x, capture="lowmem"), items)
+    _report(f"{label} ({handle.family}, {handle.num_layers} layers)", default)
+    _report("  same inputs, capture='lowmem' (streaming)", streamed)
+    print(f"  streaming / default median: {statistics.median(streamed) / statistics.median(default):.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 calls per model instead of 20")
+    parser.add_argument("--text-model", default="default-text", help="registry name, folder or hub id")
+    parser.add_argument("--image-model", default="default-image", help="registry name, folder or hub id")
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -72,9 +80,9 @@ def main() -> None:
     torch.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
     count = 5 if args.quick else 20
-    print(f"new input -> Explanation ready, model loaded, rollout with default settings, torch threads 1")
-    _bench("default-text", "text: new sentence, default-text", _sentences, "explain_text", count)
-    _bench("default-image", "image: new image, default-image", _images, "explain_image", count)
+    print("new input -> Explanation ready, model loaded, rollout with default settings, torch threads 1")
+    _bench(args.text_model, f"text: new sentence, {args.text_model}", _sentences, "explain_text", count)
+    _bench(args.image_model, f"image: new image, {args.image_model}", _images, "explain_image", count)
 
 
 if __name__ == "__main__":
