@@ -3,25 +3,17 @@ on tiny random-weight models (tests/tiny_models.py) and, when built, the default
 from __future__ import annotations
 
 import itertools
-import os
-import sys
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from tiny_models import build_tiny  # noqa: E402
-
-from rollout_core.errors import InputError  # noqa: E402
-from rollout_core.faithfulness import attribution, ground_truth  # noqa: E402
-from rollout_core.faithfulness.perturbation import (  # noqa: E402
+from rollout_core.errors import InputError
+from rollout_core.faithfulness import attribution, ground_truth
+from rollout_core.faithfulness.perturbation import (
     CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, trapezoid_auc)
-from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text  # noqa: E402
+from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -223,11 +215,8 @@ def test_input_x_gradient_of_a_linear_model_by_hand():
 
 
 @pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    from rollout_core.models.loading import load_model
-
-    root = tmp_path_factory.mktemp("faith")
-    return {k: load_model(str(build_tiny(k, root / k))) for k in ("bert", "vit")}
+def tiny(tiny_handle):
+    return {k: tiny_handle(k) for k in ("bert", "vit")}
 
 
 def test_text_perturbation_equals_masked_token_ids(tiny):
