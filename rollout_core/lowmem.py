@@ -320,12 +320,11 @@ def _stream_attention(
     options = dict(scaling=scaling, softcap=softcap, position_bias=position_bias, is_causal=is_causal)
     batch, heads, q_len, _ = query.shape
     k_len = key.shape[2]
-    values = _repeat_heads(value, heads)
 
     if accumulator is None:
         weights = _block_probabilities(query, key, attention_mask, 0, q_len, **options)
         weights = torch.nn.functional.dropout(weights.to(query.dtype), p=dropout, training=module.training)
-        return torch.matmul(weights, values).transpose(1, 2).contiguous(), weights
+        return torch.matmul(weights, _repeat_heads(value, heads)).transpose(1, 2).contiguous(), weights
 
     if q_len != k_len:
         raise UnsupportedModelError(
@@ -334,7 +333,10 @@ def _stream_attention(
         )
     layer = accumulator.next_layer()
     use_sdpa = softcap is None
-    output = None if use_sdpa else torch.empty(batch, heads, q_len, value.shape[-1], dtype=value.dtype, device=value.device)
+    output = values = None
+    if not use_sdpa:  # the output comes from the probability blocks
+        output = torch.empty(batch, heads, q_len, value.shape[-1], dtype=value.dtype, device=value.device)
+        values = _repeat_heads(value, heads)
     fused = None
     if accumulator.wants(layer) or not use_sdpa:
         step = _query_block(batch, heads, q_len)
