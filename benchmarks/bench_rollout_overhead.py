@@ -34,10 +34,15 @@ def median_seconds(fn, repeats: int) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="3 repeats instead of 7")
+    parser.add_argument("--threads", type=int, default=1,
+                        help="torch threads for both the forward and the rollout (default 1: on a shared, loaded "
+                             "machine more threads make small ops stall on thread barriers)")
     args = parser.parse_args()
     repeats = 3 if args.quick else 7
     torch.manual_seed(0)
-    torch.set_num_threads(2)
+    torch.set_num_threads(args.threads)
+    print(f"BERT-base shape, random weights, eager attention, batch 1, fp32, {args.threads} torch thread(s), "
+          f"median of {repeats} runs; rollout times include head fusion and the residual step")
     config = BertConfig(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                         max_position_embeddings=512, attn_implementation="eager")
     model = BertModel(config).eval()

@@ -142,19 +142,23 @@ def _augmented_layers(
     start_layer: int,
     end_layer: int | None,
     attention_mask: torch.Tensor | None,
-) -> list[torch.Tensor]:
+) -> torch.Tensor:
+    """Ã of every selected layer, (L', B, n, n), from one batched augment_layer call (few large ops
+    instead of many small ones: what keeps the overhead low next to a forward pass)."""
     all_layers = as_layers(attentions)
     _check_options(residual_weight, discard_ratio)
     layers = layer_range(len(all_layers), start_layer, end_layer)
-    return [
-        augment_layer(
-            fuse_heads(all_layers[l].to(compute_dtype(all_layers[l].dtype)), head_fusion),
-            residual_weight=residual_weight,
-            discard_ratio=discard_ratio,
-            attention_mask=attention_mask,
-        )
-        for l in layers
-    ]
+    dtype = compute_dtype(all_layers[0].dtype)
+    fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])
+    count, batch, n, _ = fused.shape
+    mask = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype).repeat(count, 1)
+    augmented = augment_layer(
+        fused.view(count * batch, n, n),
+        residual_weight=residual_weight,
+        discard_ratio=discard_ratio,
+        attention_mask=mask,
+    )
+    return augmented.view(count, batch, n, n)
 
 
 def attention_rollout(
@@ -177,13 +181,14 @@ def attention_rollout(
     layers = _augmented_layers(
         attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
     )
+    if all_layers:  # cumulative products written in place over the stacked layers
+        for k in range(1, layers.shape[0]):
+            layers[k] = torch.bmm(layers[k], layers[k - 1])
+        return layers
     rollout = layers[0]
-    history = [rollout]
     for augmented in layers[1:]:
         rollout = torch.bmm(augmented, rollout)
-        if all_layers:
-            history.append(rollout)
-    return torch.stack(history) if all_layers else rollout
+    return rollout
 
 
 def row_weights(rows: int | Sequence[int] | torch.Tensor, batch: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
@@ -221,24 +226,26 @@ def rollout_rows(
 ) -> torch.Tensor:
     """Only the requested rows of the rollout, (B, k, n) (with all_layers (L', B, k, n)).
 
-    Uses vector-matrix products from the top layer down: v·Ã_(end-1)···Ã_start costs k·n² per layer
-    instead of n³, which is what a [CLS]-row explanation needs. Equal to the rows of attention_rollout.
+    Vector-matrix products from the top layer down: v·Ã_(end-1)···Ã_start costs k·n² per layer
+    instead of n³, which is what a [CLS]-row explanation needs. With all_layers, the rows of every
+    R_t = Ã_t···Ã_start are carried down together (one batched product per layer, L'²/2 vector-matrix
+    products in all: cheaper than the full matrix while k·L'/2 < n). Equal to the rows of attention_rollout.
     """
     layers = _augmented_layers(
         attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
     )
-    batch, n, _ = layers[0].shape
-    weights = row_weights(rows, batch, n, layers[0].device, layers[0].dtype)
-
-    def through(top: int) -> torch.Tensor:
+    count, batch, n, _ = layers.shape
+    weights = row_weights(rows, batch, n, layers.device, layers.dtype)
+    if not all_layers:
         vector = weights
-        for augmented in reversed(layers[: top + 1]):
+        for augmented in reversed(layers):
             vector = torch.bmm(vector, augmented)
         return vector
-
-    if not all_layers:
-        return through(len(layers) - 1)
-    return torch.stack([through(k) for k in range(len(layers))])
+    # vectors[t] will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
+    vectors = weights.expand(count, -1, -1, -1).clone()
+    for l in range(count - 1, -1, -1):
+        vectors[l:] = torch.matmul(vectors[l:], layers[l])
+    return vectors
 
 
 def layer_attention(
