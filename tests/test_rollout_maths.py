@@ -215,3 +215,13 @@ def test_layer_indices_accept_integer_likes_and_refuse_floats():
         attention_rollout(attn, attention_mask=torch.ones(1, 3))
     with pytest.raises(InputError, match="heads"):
         fuse_heads(torch.ones(3, 3))
+
+
+def test_rows_equal_full_rollout_rows_with_padding_discard_and_layer_range():
+    attn = random_attention(6, 2, 3, 7, seed=10)
+    options = {"attention_mask": torch.tensor([[1] * 7, [1] * 5 + [0] * 2]), "discard_ratio": 0.4,
+               "residual_weight": 0.5, "head_fusion": "max", "start_layer": 1, "end_layer": -1}
+    every = attention_rollout(attn, all_layers=True, **options)
+    assert every.shape == (4, 2, 7, 7)
+    assert torch.allclose(rollout_rows(attn, [0, 6], all_layers=True, **options), every[:, :, [0, 6]], atol=1e-12)
+    assert torch.allclose(rollout_rows(attn, [2], **options), every[-1][:, [2]], atol=1e-12)
