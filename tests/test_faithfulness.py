@@ -12,7 +12,8 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.faithfulness import attribution, ground_truth
 from rollout_core.faithfulness.perturbation import (
-    CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, trapezoid_auc)
+    CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, perturbation_curves_many,
+    trapezoid_auc)
 from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text
 
 
@@ -121,11 +122,15 @@ def test_chefer_positive_negative_by_hand():
     assert wrong_label.values["positive"] == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
 
 
-def test_scorer_called_once_with_unique_masks():
+def test_scorer_called_once_with_unique_masks_for_many_orderings():
     scorer, removable, weights = _toy()
-    perturbation_curves(scorer, torch.tensor(weights), removable, target=1)
+    importances = [torch.tensor(weights), -torch.tensor(weights), torch.rand(7, generator=torch.Generator().manual_seed(1))]
+    together = perturbation_curves_many(scorer, importances, removable, target=1, label=0)
     assert len(scorer.seen) == 1
     assert len(torch.unique(scorer.seen[0], dim=0)) == len(scorer.seen[0])
+    for importance, curves in zip(importances, together):
+        alone = perturbation_curves(scorer, importance, removable, target=1, label=0)
+        assert alone.values == curves.values and alone.auc == curves.auc
 
 
 # ----------------------------------------------------------------------------------------------

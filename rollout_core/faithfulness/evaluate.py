@@ -26,7 +26,7 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
-from rollout_core.faithfulness.perturbation import CurveSet, perturbation_curves
+from rollout_core.faithfulness.perturbation import CurveSet, perturbation_curves_many
 from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text, require_classifier
 from rollout_core.models.handle import ModelHandle
 
@@ -132,7 +132,7 @@ def evaluate_dataset(
     if progress is not None:
         progress(0, len(items))
     for index, item in enumerate(items):
-        result = _evaluate_item(handle, item, methods, seeds, options)
+        result = _evaluate_item(handle, item, methods, seeds, options, index)
         for row in result.rows:
             rows.append({"example": index, "label": item.label, "predicted": result.predicted,
                          "correct": item.label == result.predicted, **row})
@@ -175,7 +175,8 @@ class _ItemResult:
 
 
 def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
-                   options: dict[str, Any]) -> _ItemResult:
+                   options: dict[str, Any], index: int = 0) -> _ItemResult:
+    """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...)."""
     from rollout_core.explain import explain_image, explain_text
 
     text = handle.modality == "text"
@@ -195,23 +196,27 @@ def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: i
                   "integrated_gradients": attribution.integrated_gradients(prepared, target)}
     importances: dict[str, list[torch.Tensor]] = {
         m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
-    importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
-                           for s in range(seeds)]
+    importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
+                                      dtype=torch.float64) for s in range(seeds)]
+    flat = [(method, v) for method, vectors in importances.items() for v in vectors]
+    curve_sets = perturbation_curves_many(prepared.probabilities, [v for _, v in flat], prepared.removable,
+                                          target=target, label=label)
+    measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
+    for (method, vector), curve_set in zip(flat, curve_sets):
+        measured.setdefault(method, []).append((_measures(prepared, vector, curve_set, region, references), curve_set))
     rows, curves = [], []
-    for method, vectors in importances.items():
-        measured = [_measures(prepared, v, target, label, region, references) for v in vectors]
-        row = {"method": method, **{k: float(np.mean([m[0][k] for m in measured])) for k in MEASURES}}
-        rows.append(row)
-        for name in measured[0][1].values:
-            values = np.mean([m[1].values[name] for m in measured], axis=0)
-            for f, v in zip(measured[0][1].fractions[name], values):
-                curves.append({"method": method, "curve": name, "fraction": f, "value": float(v)})
+    for method, results in measured.items():
+        rows.append({"method": method, **{k: float(np.mean([m[k] for m, _ in results])) for k in MEASURES}})
+        first_set = results[0][1]
+        for name, fractions in first_set.fractions.items():
+            values = np.mean([c.values[name] for _, c in results], axis=0)
+            curves.extend({"method": method, "curve": name, "fraction": f, "value": float(v)}
+                          for f, v in zip(fractions, values))
     return _ItemResult(rows, pd.DataFrame(curves), labels[target], float(probs[target]), explanations)
 
 
-def _measures(prepared: PreparedInput, importance: torch.Tensor, target: int, label: int | None,
-              region: np.ndarray | None, references: dict[str, torch.Tensor]) -> tuple[dict[str, float], CurveSet]:
-    curves = perturbation_curves(prepared.probabilities, importance, prepared.removable, target=target, label=label)
+def _measures(prepared: PreparedInput, importance: torch.Tensor, curves: CurveSet, region: np.ndarray | None,
+              references: dict[str, torch.Tensor]) -> dict[str, float]:
     shown = prepared.removable.cpu().numpy()
     scores = importance.cpu().numpy()
     out = {f"{name}_auc": curves.auc[name] for name in curves.auc}
@@ -221,7 +226,7 @@ def _measures(prepared: PreparedInput, importance: torch.Tensor, target: int, la
     out["iou"] = nan if region is None else ground_truth.iou_at_mass(scores, region, shown)
     out["spearman_gxi"] = attribution.spearman(scores[shown], references["grad_x_input"].cpu().numpy()[shown])
     out["spearman_ig"] = attribution.spearman(scores[shown], references["integrated_gradients"].cpu().numpy()[shown])
-    return out, curves
+    return out
 
 
 def _region(explanation: Explanation, item: Item) -> np.ndarray | None:

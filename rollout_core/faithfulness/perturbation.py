@@ -15,13 +15,13 @@ False = replaced by the baseline) to class probabilities (S, C). The model side 
   Positive: lower is better; negative: higher is better. Averaged over a data set, the mean of the
   per-example AUCs equals the AUC of the mean accuracy curve (the AUC is linear), as in the paper.
 
-All perturbed inputs of one explanation go to the scorer in one call (duplicates removed), so the
+All perturbed inputs of one input (every ordering) go to the scorer in one call (duplicates removed), so the
 model adapter can run them as one batch.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Sequence
 
 import torch
 
@@ -90,34 +90,50 @@ def perturbation_curves(
     `target`: the class whose probability deletion/insertion track (the originally predicted one).
     `label`: the true class for the accuracy curves; None = the original prediction (single inputs).
     """
+    return perturbation_curves_many(scorer, [importance], removable, target=target, label=label)[0]
+
+
+def perturbation_curves_many(
+    scorer: Scorer,
+    importances: Sequence[torch.Tensor],
+    removable: torch.Tensor,
+    *,
+    target: int,
+    label: int | None = None,
+) -> list[CurveSet]:
+    """`perturbation_curves` of several importance vectors of one input, with one scorer call for all."""
     removable = torch.as_tensor(removable).to("cpu", torch.bool)
     n = removable.shape[0]
-    order = importance_order(importance, removable)
-    plans = {
-        "deletion": (CURVE_FRACTIONS, order, False),
-        "insertion": (CURVE_FRACTIONS, order, True),
-        "positive": (CHEFER_FRACTIONS, order, False),
-        "negative": (CHEFER_FRACTIONS, order.flip(0), False),
-    }
-    masks = {name: keep_masks(o, n, fr, insert=ins) for name, (fr, o, ins) in plans.items()}
-    stacked = torch.cat(list(masks.values()))
+    plans = []
+    for importance in importances:
+        order = importance_order(importance, removable)
+        plans.append({
+            "deletion": keep_masks(order, n, CURVE_FRACTIONS, insert=False),
+            "insertion": keep_masks(order, n, CURVE_FRACTIONS, insert=True),
+            "positive": keep_masks(order, n, CHEFER_FRACTIONS, insert=False),
+            "negative": keep_masks(order.flip(0), n, CHEFER_FRACTIONS, insert=False),
+        })
+    stacked = torch.cat([m for plan in plans for m in plan.values()])
     unique, inverse = torch.unique(stacked, dim=0, return_inverse=True)
     probs = torch.as_tensor(scorer(unique)).detach().to("cpu", torch.float64)[inverse]
     reference = int(probs[0].argmax()) if label is None else int(label)  # row 0: deletion at f = 0, the input
-    fractions: dict[str, list[float]] = {}
-    values: dict[str, list[float]] = {}
-    auc: dict[str, float] = {}
-    start = 0
-    for name, (fr, _, _) in plans.items():
-        rows = probs[start : start + len(fr)]
-        start += len(fr)
-        if name in ("deletion", "insertion"):
-            curve = rows[:, target]
-            area = trapezoid_auc(fr, curve)
-        else:
-            curve = (rows.argmax(-1) == reference).to(torch.float64)
-            area = 100.0 * trapezoid_auc(fr, curve)
-        fractions[name] = list(fr)
-        values[name] = curve.tolist()
-        auc[name] = area
-    return CurveSet(fractions, values, auc)
+    out, start = [], 0
+    for plan in plans:
+        fractions: dict[str, list[float]] = {}
+        values: dict[str, list[float]] = {}
+        auc: dict[str, float] = {}
+        for name, masks in plan.items():
+            rows = probs[start : start + len(masks)]
+            start += len(masks)
+            grid = CURVE_FRACTIONS if name in ("deletion", "insertion") else CHEFER_FRACTIONS
+            if name in ("deletion", "insertion"):
+                curve = rows[:, target]
+                area = trapezoid_auc(grid, curve)
+            else:
+                curve = (rows.argmax(-1) == reference).to(torch.float64)
+                area = 100.0 * trapezoid_auc(grid, curve)
+            fractions[name] = list(grid)
+            values[name] = curve.tolist()
+            auc[name] = area
+        out.append(CurveSet(fractions, values, auc))
+    return out
