@@ -108,9 +108,13 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _load(name: str | None, modality: str, allow_pickle: bool) -> Any:
+    import transformers
+
     from rollout_core.models.loading import load_model
     from rollout_core.models.registry import DEFAULTS
 
+    transformers.utils.logging.disable_progress_bar()
+    transformers.utils.logging.set_verbosity_error()
     return load_model(name or DEFAULTS[modality], allow_pickle=allow_pickle)
 
 

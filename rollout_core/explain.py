@@ -181,7 +181,10 @@ def explain_image(
         )
     special = np.ones(layout.num_tokens, dtype=bool)
     special[layout.patch_positions.numpy()] = False
-    settings = _settings(handle, opts, result, 0, {"image_size": [height, width], "grid": list(layout.grid)})
+    extra = {"image_size": [height, width], "grid": list(layout.grid)}
+    if opts.method == "flow":
+        extra["flow_approximate"] = True
+    settings = _settings(handle, opts, result, 0, extra)
     return Explanation(
         kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
         **result.arrays(0, layout.num_tokens), settings=settings, target_description=result.descriptions[0],
@@ -509,7 +512,11 @@ def _flow(
     atts: Sequence[torch.Tensor], weights: torch.Tensor, mask: torch.Tensor | None, opts: Options, full: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention flow: the explained rows after each layer (L', B, n) (one max-flow problem per layer
-    prefix, for the explained output tokens only) and, when `full`, the whole final flow matrix (B, n, n)."""
+    prefix, for the explained output tokens only) and, when `full` (text), the whole final flow matrix.
+
+    Images (`full` False) use the maths package's approximate flow (edges below its prune threshold
+    dropped): exact flow on a 257-token, 12-layer DINOv2 takes ~23 s for the final CLS row alone and
+    ~114 s with the slider's prefixes, the approximate one ~3 s / ~10 s (measured on 1 CPU thread)."""
     outputs = torch.nonzero(weights.sum(0)).flatten().tolist()
     w = weights[:, outputs].double()
     rows, matrix = [], None
@@ -517,7 +524,7 @@ def _flow(
         tokens = None if (full and top == opts.end_layer) else outputs
         flow = attention_flow(atts, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
                               output_tokens=tokens, attention_mask=mask, start_layer=opts.start_layer,
-                              end_layer=top).double()
+                              end_layer=top, approximate=not full).double()
         if tokens is None:
             matrix, flow = flow, flow[:, outputs]
         rows.append(torch.einsum("bk,bkn->bn", w, flow))

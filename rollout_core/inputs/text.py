@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import threading
 import unicodedata
 from dataclasses import dataclass
 from typing import Any
@@ -19,6 +20,10 @@ from rollout_core.errors import InputError
 
 DEFAULT_MAX_LENGTH = 512
 """Limit for models without absolute positions (T5) whose tokenizer states none."""
+
+_TOKENIZER_LOCK = threading.Lock()
+"""Fast tokenizers keep truncation settings as state inside the Rust object; calls from two threads with
+different limits would race ("Already borrowed"). Tokenising is quick, so one lock serialises it."""
 
 
 @dataclass
@@ -65,10 +70,12 @@ def model_max_length(tokenizer: Any, config: Any, position_offset: int = 0, requ
 
 def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:
     """Tokenise normalised `text`, cutting it at `max_length` tokens with a truncation record."""
-    enc = tokenizer(
-        text, truncation=True, max_length=max_length, return_offsets_mapping=True,
-        return_special_tokens_mask=True, split_special_tokens=True,
-    )
+    with _TOKENIZER_LOCK:
+        enc = tokenizer(
+            text, truncation=True, max_length=max_length, return_offsets_mapping=True,
+            return_special_tokens_mask=True, split_special_tokens=True,
+        )
+        raw = tokenizer.convert_ids_to_tokens(list(enc["input_ids"]))
     ids = list(enc["input_ids"])
     special = [bool(s) for s in enc["special_tokens_mask"]]
     offsets = [(0, 0) if s else (int(a), int(b)) for s, (a, b) in zip(special, enc["offset_mapping"])]
@@ -79,7 +86,6 @@ def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:
     if len(ids) >= max_length and text[kept_chars:].strip():
         truncation = {"kept_chars": kept_chars, "total_chars": len(text), "kept_tokens": len(ids)}
         text = text[:kept_chars]
-    raw = tokenizer.convert_ids_to_tokens(ids)
     tokens = [text[a:b] if b > a else str(t) for t, (a, b) in zip(raw, offsets)]
     types = enc.get("token_type_ids")
     return EncodedText(text, ids, None if types is None else list(types), tokens, special, offsets, truncation)
