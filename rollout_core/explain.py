@@ -15,7 +15,7 @@ from __future__ import annotations
 import inspect
 import os
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import torch
@@ -42,7 +42,8 @@ TOP_K = 5
 TEXT_BATCH_SIZE = 16
 SEQ2SEQ_MAX_NEW_TOKENS = 20
 
-ModelArg = "str | os.PathLike[str] | ModelHandle | None"
+ModelArg = Union[str, "os.PathLike[str]", ModelHandle, None]
+"""A registry name, local folder or hub id (loaded through the cache), or a loaded handle."""
 
 
 @dataclass(frozen=True)
@@ -623,7 +624,7 @@ def _explain_seq2seq(handle: ModelHandle, enc: EncodedText, opts: Options, targe
     layer_rows = torch.einsum("bi,lbij->lbj", w, cumulative)
     decoder_tokens = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
     batch = BatchResult(
-        n=enc.input_ids.__len__(), scores=layer_rows[-1], layer_scores=layer_rows,
+        n=len(enc.input_ids), scores=layer_rows[-1], layer_scores=layer_rows,
         layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=cumulative[-1],
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         predictions=result.predictions, targets=result.targets,

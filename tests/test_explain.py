@@ -283,3 +283,21 @@ def test_nan_attention_is_a_clear_error(tiny_model_dir, tmp_path):
 def test_modality_mismatch(tiny_handle):
     with pytest.raises(InputError, match="explain_image"):
         explain_text(tiny_handle("vit"), "a cat")
+
+
+def test_threads_sharing_handles_get_their_own_results(tiny_handle):
+    """Several threads explaining with shared (cached) handles get exactly the sequential results."""
+    import threading
+
+    jobs = [("bert", "the cat sat"), ("gpt2", "a bad film was not fun"), ("vit", None), ("bert", "i loved it")] * 2
+    run = lambda kind, text: (explain_image(tiny_handle(kind), _picture()) if text is None  # noqa: E731
+                              else explain_text(tiny_handle(kind), text, method="gradient" if kind == "bert" else "rollout"))
+    expected = [run(*job).scores for job in jobs]
+    got: dict[int, np.ndarray] = {}
+    threads = [threading.Thread(target=lambda i=i, job=job: got.__setitem__(i, run(*job).scores))
+               for i, job in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(np.allclose(got[i], expected[i], atol=1e-9) for i in range(len(jobs)))
