@@ -39,6 +39,23 @@ def words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
 
 
+def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
+    """(position, start, end) in `expl.text` of every shown token, in position order.
+
+    A span is clipped so that it never reaches back over an earlier token's characters (byte-level
+    tokenizers can give two tokens the same character); a span emptied that way has start == end.
+    Without offsets every span is (0, 0).
+    """
+    spans = []
+    cursor = 0
+    for position in expl.display_positions():
+        start, end = (0, 0) if expl.offsets is None else (int(v) for v in expl.offsets[position])
+        start = max(start, min(cursor, end))
+        spans.append((int(position), start, end))
+        cursor = max(cursor, end)
+    return spans
+
+
 def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
     """Shown token scores summed onto the words of the text they overlap, renormalised to sum to 1.
 

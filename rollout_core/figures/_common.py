@@ -1,0 +1,90 @@
+"""What every figure shares: which row of an explanation is drawn, colour scales, axis labels."""
+from __future__ import annotations
+
+import numpy as np
+from plotly.colors import sample_colorscale
+
+from rollout_core.errors import InputError
+from rollout_core.explanation import Explanation
+
+SCORE_SCALE = "YlOrRd"
+"""Sequential scale for shares (light = little, dark red = much): readable as a text background."""
+DIFFERENCE_SCALE = "RdBu_r"
+"""Diverging scale for differences, centred at 0 (blue: the first side weighs more, red: the second)."""
+COLORMAPS = ("viridis", "inferno", "magma", "turbo", "jet", "hot", "gray", "ylorrd")
+"""Colour maps offered for image overlays (Plotly named scales)."""
+SPECIAL_GREY = "rgba(128,128,128,0.35)"
+HOVER_FORMAT = ".6g"
+"""Hover shows values to 6 significant digits; the figure data keeps full float64."""
+
+
+def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+    """The (n,) row to draw: final scores, the cumulative result after layer index `layer`
+    (`layer_scores[layer]`), or that layer's own fused attention (`layer_attention_scores[layer]`)."""
+    if layer is None:
+        if raw_attention:
+            raise InputError("Raw attention is per layer: choose a layer.")
+        return np.asarray(expl.scores, dtype=np.float64)
+    _check_layer(expl, layer)
+    source = expl.layer_attention_scores if raw_attention else expl.layer_scores
+    return np.asarray(source[layer], dtype=np.float64)
+
+
+def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> str:
+    """Plain words for what a view shows, e.g. "rollout up to layer 4" or "raw attention of layer 4"."""
+    if layer is None:
+        return f"{expl.method} (final)"
+    number = model_layer(expl, layer)
+    return f"raw attention of layer {number}" if raw_attention else f"{expl.method} up to layer {number}"
+
+
+def model_layer(expl: Explanation, layer: int) -> int:
+    """1-based model layer number of layer index `layer` (index 0 = the first rolled-out layer)."""
+    return int(expl.settings.get("start_layer") or 0) + int(layer) + 1
+
+
+def _check_layer(expl: Explanation, layer: int) -> None:
+    if not 0 <= int(layer) < expl.num_layers:
+        raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
+
+
+def colour_at(scale: str, value: float, zmin: float, zmax: float) -> tuple[int, int, int]:
+    """RGB of `value` on `scale` between zmin and zmax (clipped), as Plotly draws it."""
+    span = zmax - zmin
+    t = 0.0 if span <= 0 else float(np.clip((value - zmin) / span, 0.0, 1.0))
+    colour = sample_colorscale(scale, [t], colortype="tuple")[0]  # floats 0..1
+    return tuple(int(round(255 * c)) for c in colour)  # type: ignore[return-value]
+
+
+def luminance(rgb: tuple[int, int, int]) -> float:
+    """WCAG relative luminance of an sRGB colour (0 black .. 1 white)."""
+    channels = []
+    for c in rgb:
+        c = c / 255
+        channels.append(c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4)
+    return 0.2126 * channels[0] + 0.7152 * channels[1] + 0.0722 * channels[2]
+
+
+def ink_for(rgb: tuple[int, int, int]) -> str:
+    """Black or white text, whichever contrasts more with the background (WCAG threshold)."""
+    return "#000000" if luminance(rgb) > 0.179 else "#ffffff"
+
+
+def positive_max(values: np.ndarray) -> float:
+    """Top of a 0-based colour scale: the largest value, or 1 when there is nothing positive."""
+    values = np.asarray(values, dtype=np.float64)
+    top = float(np.nanmax(values)) if values.size else 0.0
+    return top if top > 0 else 1.0
+
+
+def clean_token(token: str) -> str:
+    """Axis label of a token: the GPT-2 "Ġ" and SentencePiece "▁" markers dropped ("##" kept)."""
+    stripped = token.replace("\u0120", " ").replace("\u2581", " ").strip()
+    return stripped or token
+
+
+def tick_axis(labels: list[str], limit: int = 60) -> dict:
+    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels."""
+    step = max(1, int(np.ceil(len(labels) / limit)))
+    idx = list(range(0, len(labels), step))
+    return dict(tickmode="array", tickvals=idx, ticktext=[labels[i] for i in idx])

@@ -1,0 +1,162 @@
+"""Downloads: figures as PNG, scores as CSV and JSON."""
+from __future__ import annotations
+
+import io
+import json
+import logging
+import os
+import shutil
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.colors import sample_colorscale
+
+from rollout_core.errors import RolloutError
+from rollout_core.explanation import Explanation
+
+_log = logging.getLogger(__name__)
+_FALLBACK_SIDE = 480  # longer side, in pixels, of a fallback heatmap without an image under it
+
+
+def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, scale: float = 2.0,
+               fallback: bool = True) -> bytes:
+    """The figure as PNG bytes.
+
+    First Plotly's own export (kaleido v1, which drives a headless Chrome; the browser is taken from
+    `BROWSER_PATH`, else `chromium` on PATH, e.g. Debian's /usr/bin/chromium). If kaleido cannot run and
+    `fallback` is true, a plain raster is built with numpy and PIL instead. The fallback draws ONLY the
+    data of the figure's Image and Heatmap traces (image first, heatmaps over it with their opacity and
+    colour scale, grey special cells included, row 0 at the top as on screen), one pixel block per cell:
+    no title, axes, tick labels, colour bar or other trace types. A figure with neither (bars, curves)
+    raises a RolloutError when kaleido is unavailable.
+    """
+    height = height or int(fig.layout.height or 500)
+    try:
+        return _kaleido_png(fig, width, height, scale)
+    except Exception as err:  # kaleido/Chrome missing or failing: any error here means "cannot export"
+        if not fallback:
+            raise RolloutError(f"PNG export needs kaleido and Chrome/Chromium, which failed: {err}") from err
+        _log.warning("kaleido export failed (%s); drawing the numpy fallback", err)
+    return raster_png(fig)
+
+
+def raster_png(fig: go.Figure) -> bytes:
+    """The numpy/PIL rendering used by `figure_png` when kaleido cannot run (see there for what it draws)."""
+    from PIL import Image
+
+    image_traces = [t for t in fig.data if t.type == "image"]
+    heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None and (t.xaxis or "x") == "x"]
+    if not image_traces and not heatmaps:
+        raise RolloutError("PNG export of this figure needs kaleido with Chrome/Chromium, which could not run here.")
+    if image_traces:
+        canvas = np.asarray(image_traces[0].z, dtype=np.float64)[..., :3]
+    else:
+        rows, cols = np.asarray(heatmaps[0].z, dtype=np.float64).shape
+        cell = max(1, _FALLBACK_SIDE // max(rows, cols))
+        canvas = np.full((rows * cell, cols * cell, 3), 255.0)
+    top_down = bool(image_traces) or _y_reversed(fig)
+    for trace in heatmaps:
+        rgb, alpha = _colour_cells(fig, trace)
+        if not top_down:
+            rgb, alpha = rgb[::-1], alpha[::-1]
+        rgb, alpha = _stretch(rgb, canvas.shape[:2]), _stretch(alpha[..., None], canvas.shape[:2])
+        opacity = 1.0 if trace.opacity is None else float(trace.opacity)
+        canvas = canvas * (1 - alpha * opacity) + rgb * alpha * opacity
+    buffer = io.BytesIO()
+    Image.fromarray(np.clip(np.rint(canvas), 0, 255).astype(np.uint8), mode="RGB").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def scores_csv(expl: Explanation) -> bytes:
+    """UTF-8 CSV, one row per position: token, special, character span or patch row/col, raw score, display
+    score (blank for special positions), then the raw row after each layer and each layer's own attention.
+
+    Cells starting with = + - @ (and longer than one character) get a leading apostrophe, so that a
+    spreadsheet does not run user text as a formula.
+    """
+    import pandas as pd
+
+    n = len(expl.tokens)
+    display = np.full(n, np.nan)
+    display[expl.display_positions()] = expl.display_scores()
+    frame = pd.DataFrame({"position": np.arange(n), "token": [_cell(t) for t in expl.tokens],
+                          "special": np.asarray(expl.special, dtype=bool)})
+    if expl.offsets is not None:
+        frame["char_start"] = [int(s) for s, _ in expl.offsets]
+        frame["char_end"] = [int(e) for _, e in expl.offsets]
+    if expl.patch_positions is not None and expl.grid is not None:
+        rows = np.full(n, -1)
+        cols = np.full(n, -1)
+        for k, pos in enumerate(np.asarray(expl.patch_positions)):
+            rows[pos], cols[pos] = divmod(k, expl.grid[1])
+        frame["patch_row"], frame["patch_col"] = rows, cols
+    frame["score"] = np.asarray(expl.scores, dtype=np.float64)
+    frame["display_score"] = display
+    start = int(expl.settings.get("start_layer") or 0)
+    for k in range(expl.num_layers):
+        frame[f"{expl.method}_after_layer_{start + k + 1}"] = np.asarray(expl.layer_scores[k], dtype=np.float64)
+    for k in range(expl.num_layers):
+        frame[f"attention_layer_{start + k + 1}"] = np.asarray(expl.layer_attention_scores[k], dtype=np.float64)
+    return frame.to_csv(index=False, float_format="%.9g").encode("utf-8")
+
+
+def scores_json(expl: Explanation) -> bytes:
+    """UTF-8 JSON of `Explanation.to_dict()` (tokens, scores, layer rows, prediction, settings) plus, for
+    text with offsets, "words": [[word, start, end, share], ...] as on the pages."""
+    out = expl.to_dict()
+    if expl.kind == "text" and expl.text is not None and expl.offsets is not None:
+        from rollout_core.compare import word_scores
+
+        out["words"] = [[w, s, e, float(f"{v:.7g}")] for w, s, e, v in word_scores(expl)]
+    return json.dumps(out, ensure_ascii=False, default=_json_default).encode("utf-8")
+
+
+def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes:
+    import kaleido
+
+    browser = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+    kopts = {"path": browser} if browser else {}
+    return kaleido.calc_fig_sync(
+        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kopts,
+    )
+
+
+def _colour_cells(fig: go.Figure, trace: go.Heatmap) -> tuple[np.ndarray, np.ndarray]:
+    """(rows, cols, 3) colours of a heatmap's cells as Plotly maps them, and (rows, cols) alpha (0 for NaN)."""
+    z = np.asarray(trace.z, dtype=np.float64)
+    scale, zmin, zmax = trace.colorscale, trace.zmin, trace.zmax
+    if trace.coloraxis:
+        axis = fig.layout[trace.coloraxis]
+        scale, zmin, zmax = axis.colorscale, axis.cmin, axis.cmax
+    finite = z[np.isfinite(z)]
+    zmin = float(finite.min() if finite.size else 0.0) if zmin is None else float(zmin)
+    zmax = float(finite.max() if finite.size else 1.0) if zmax is None else float(zmax)
+    t = np.clip((np.nan_to_num(z, nan=zmin) - zmin) / (zmax - zmin or 1.0), 0.0, 1.0)
+    scale = [list(s) for s in scale] if scale is not None else "Plasma"
+    colours = sample_colorscale(scale, t.ravel().tolist(), colortype="tuple")
+    rgb = np.asarray(colours, dtype=np.float64).reshape(*z.shape, 3) * 255
+    return rgb, np.isfinite(z).astype(np.float64)
+
+
+def _stretch(values: np.ndarray, shape: tuple[int, int]) -> np.ndarray:
+    """Nearest-neighbour upsampling of (r, c, k) cells to (H, W, k): cell i covers rows i*H/r .. (i+1)*H/r."""
+    rows = (np.arange(shape[0]) * values.shape[0]) // shape[0]
+    cols = (np.arange(shape[1]) * values.shape[1]) // shape[1]
+    return values[rows][:, cols]
+
+
+def _y_reversed(fig: go.Figure) -> bool:
+    axis = fig.layout.yaxis
+    return axis.autorange == "reversed" or (axis.range is not None and axis.range[0] > axis.range[1])
+
+
+def _cell(text: str) -> str:
+    return "'" + text if len(text) > 1 and text[0] in "=+-@" else text
+
+
+def _json_default(value):
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    return str(value)

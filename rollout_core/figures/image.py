@@ -1,0 +1,105 @@
+"""Image views: the patch map over the processed image, and the patch grid alone.
+
+Orientation: map row r is image row band r (top = row 0), column c is the band c from the left; the
+y axis runs top-down like the image. Nothing is transposed and the image stays RGB.
+"""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+
+from rollout_core.errors import InputError
+from rollout_core.explanation import Explanation
+from rollout_core.figures._common import HOVER_FORMAT, positive_max, row_scores, view_title
+
+DEFAULT_COLORMAP = "inferno"
+
+
+def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+    """(rows, cols) patch shares of the chosen row (final, after layer index `layer`, or its raw attention)."""
+    if expl.grid is None:
+        raise InputError("This is not an image explanation: there is no patch grid to draw.")
+    return expl.score_map(row_scores(expl, layer, raw_attention))
+
+
+def image_overlay(
+    expl: Explanation,
+    *,
+    layer: int | None = None,
+    raw_attention: bool = False,
+    opacity: float = 0.5,
+    colormap: str = DEFAULT_COLORMAP,
+    zmax: float | None = None,
+    smooth: bool = False,
+) -> go.Figure:
+    """The processed image (`Explanation.image`) with the patch map stretched over it.
+
+    Each patch value covers its own block of pixels (nearest upsampling), so the hover shows the exact
+    patch value with its row and column; `smooth=True` draws a bilinear upsampling instead (hover still
+    reads the patch values). `opacity` (0..1) is the map's opacity, `colormap` a Plotly scale name.
+    """
+    if expl.image is None:
+        raise InputError("This explanation carries no image to draw under the map.")
+    image = np.asarray(expl.image)
+    height, width = image.shape[:2]
+    values = patch_map(expl, layer, raw_attention)
+    rows, cols = values.shape
+    top = positive_max(values) if zmax is None else float(zmax)
+    dy, dx = height / rows, width / cols
+    fig = go.Figure(go.Image(z=image, hoverinfo="skip", name="image"))
+    scale = dict(colorscale=colormap, zmin=0.0, zmax=top)
+    if smooth:
+        fig.add_trace(go.Heatmap(z=_bilinear(values, height, width), opacity=float(opacity), hoverinfo="skip",
+                                 showscale=False, name="map", **scale))
+    fig.add_trace(go.Heatmap(
+        z=values, x0=dx / 2 - 0.5, dx=dx, y0=dy / 2 - 0.5, dy=dy, customdata=_rowcol(rows, cols),
+        opacity=0.0 if smooth else float(opacity), colorbar=dict(title="share"), name="patches",
+        hovertemplate=f"patch row %{{customdata[0]}}, col %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
+        **scale,
+    ))
+    _image_layout(fig, view_title(expl, layer, raw_attention), width, height)
+    return fig
+
+
+def patch_heatmap(
+    expl: Explanation,
+    *,
+    layer: int | None = None,
+    raw_attention: bool = False,
+    colormap: str = DEFAULT_COLORMAP,
+    zmax: float | None = None,
+) -> go.Figure:
+    """The patch grid alone: z[r][c] = share of patch (row r, col c), row 0 drawn at the top."""
+    values = patch_map(expl, layer, raw_attention)
+    return grid_figure(values, title=view_title(expl, layer, raw_attention), colormap=colormap,
+                       zmin=0.0, zmax=positive_max(values) if zmax is None else float(zmax))
+
+
+def grid_figure(values: np.ndarray, *, title: str, colormap: str, zmin: float, zmax: float) -> go.Figure:
+    """A (rows, cols) map as a heatmap with image orientation (row 0 at the top, square cells)."""
+    rows, cols = values.shape
+    fig = go.Figure(go.Heatmap(
+        z=values, customdata=_rowcol(rows, cols), colorscale=colormap, zmin=zmin, zmax=zmax,
+        hovertemplate=f"patch row %{{customdata[0]}}, col %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
+    ))
+    fig.update_xaxes(title="patch column", constrain="domain")
+    fig.update_yaxes(title="patch row", autorange="reversed", scaleanchor="x", constrain="domain")
+    fig.update_layout(title=title, height=420, margin=dict(l=50, r=10, t=40, b=40))
+    return fig
+
+
+def _rowcol(rows: int, cols: int) -> np.ndarray:
+    r, c = np.meshgrid(np.arange(rows), np.arange(cols), indexing="ij")
+    return np.stack([r, c], axis=-1)
+
+
+def _bilinear(values: np.ndarray, height: int, width: int) -> np.ndarray:
+    from PIL import Image
+
+    return np.asarray(Image.fromarray(values.astype(np.float32), mode="F").resize((width, height), Image.BILINEAR))
+
+
+def _image_layout(fig: go.Figure, title: str, width: int, height: int) -> None:
+    fig.update_xaxes(showticklabels=False, showgrid=False, range=[-0.5, width - 0.5])
+    fig.update_yaxes(showticklabels=False, showgrid=False, range=[height - 0.5, -0.5], scaleanchor="x")
+    fig.update_layout(title=title, height=440, margin=dict(l=10, r=10, t=40, b=10))

@@ -1,0 +1,158 @@
+"""Matrix views: the final matrix or a layer's attention with tokens on both axes, and per-head maps."""
+from __future__ import annotations
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from rollout_core.errors import InputError
+from rollout_core.explanation import Explanation
+from rollout_core.figures._common import (
+    HOVER_FORMAT,
+    SCORE_SCALE,
+    _check_layer,
+    clean_token,
+    model_layer,
+    positive_max,
+    tick_axis,
+)
+
+SPECIALS = ("grey", "hide", "show")
+"""How special tokens appear in a matrix: greyed (kept, off the colour scale), hidden, or shown on it."""
+_GREY_SCALE = [[0.0, "rgb(200,200,200)"], [1.0, "rgb(90,90,90)"]]
+
+
+def matrix_heatmap(
+    expl: Explanation,
+    *,
+    layer: int | None = None,
+    head: int | None = None,
+    specials: str = "grey",
+    zmax: float | None = None,
+    colorscale: str = SCORE_SCALE,
+) -> go.Figure:
+    """Heatmap of M[i, j] = share of input (key) token j in output (query) token i; rows top-down.
+
+    `layer=None`: the final matrix (rollout/flow/gradient); `layer=k`: the fused raw attention of layer
+    index k; with `head=h` as well: that single head (needs `keep_heads`). Special tokens are greyed
+    (their cells drawn in grey, off the colour scale, values still on hover), hidden, or shown. The colour
+    scale runs from 0 to `zmax` (default: the largest non-grey cell). Values are not renormalised.
+    """
+    values, title = _matrix(expl, layer, head)
+    fig = go.Figure()
+    for trace in _cells(expl, values, specials, zmax, colorscale, coloraxis=None, name=title):
+        fig.add_trace(trace)
+    labels = _labels(expl, specials)
+    fig.update_layout(
+        title=title,
+        xaxis=dict(title="input token (key, column j)", side="bottom", **tick_axis(labels)),
+        yaxis=dict(title="output token (query, row i)", autorange="reversed", **tick_axis(labels)),
+        height=max(380, min(900, 14 * len(labels) + 160)),
+        margin=dict(l=80, r=10, t=40, b=80),
+    )
+    return fig
+
+
+def head_grid(
+    expl: Explanation,
+    layer: int,
+    *,
+    specials: str = "hide",
+    zmax: float | None = None,
+    colorscale: str = SCORE_SCALE,
+    cols: int = 4,
+) -> go.Figure:
+    """Small multiples: one heatmap per head of layer index `layer`, on one shared colour scale.
+
+    Trace h (the first H traces, in head order) is head h, so a click's curve number is the head to show
+    large with `matrix_heatmap(expl, layer=layer, head=h)`; grey special cells come after them.
+    """
+    heads = _heads(expl, layer)
+    count = heads.shape[0]
+    cols = max(1, min(cols, count))
+    rows = -(-count // cols)
+    fig = make_subplots(
+        rows=rows, cols=cols, subplot_titles=[f"head {h + 1}" for h in range(count)],
+        horizontal_spacing=0.03, vertical_spacing=0.25 / rows,
+    )
+    keep = _kept(expl, specials)
+    top = float(zmax) if zmax is not None else positive_max(
+        heads[:, ~expl.special][:, :, ~expl.special] if specials == "grey" else heads[:, keep][:, :, keep]
+    )
+    main, grey = [], []
+    for h in range(count):
+        traces = _cells(expl, heads[h], specials, top, colorscale, coloraxis="coloraxis", name=f"head {h + 1}")
+        main.append((h, traces[0]))
+        grey.extend((h, t) for t in traces[1:])
+    for h, trace in main + grey:
+        fig.add_trace(trace, row=h // cols + 1, col=h % cols + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(
+        title=f"Layer {model_layer(expl, layer)}: each head (rows = query tokens, columns = key tokens)",
+        coloraxis=dict(colorscale=colorscale, cmin=0.0, cmax=top, colorbar=dict(title="attention")),
+        height=170 * rows + 90,
+        margin=dict(l=10, r=10, t=70, b=10),
+    )
+    return fig
+
+
+def _matrix(expl: Explanation, layer: int | None, head: int | None) -> tuple[np.ndarray, str]:
+    if head is not None:
+        if layer is None:
+            raise InputError("Choose a layer to see one of its heads.")
+        heads = _heads(expl, layer)
+        if not 0 <= head < heads.shape[0]:
+            raise InputError(f"Head {head + 1} does not exist: layer has {heads.shape[0]} heads.")
+        return heads[head], f"Layer {model_layer(expl, layer)}, head {head + 1}: attention"
+    if layer is not None:
+        _check_layer(expl, layer)
+        return np.asarray(expl.layer_attention[layer], dtype=np.float64), (
+            f"Layer {model_layer(expl, layer)}: raw attention ({expl.settings.get('head_fusion', 'mean')} over heads)"
+        )
+    if expl.matrix is None:
+        raise InputError(f"No full matrix for {expl.method} on this input (too costly); choose a layer instead.")
+    return np.asarray(expl.matrix, dtype=np.float64), f"Final {expl.method} matrix"
+
+
+def _heads(expl: Explanation, layer: int) -> np.ndarray:
+    if expl.head_attention is None:
+        raise InputError("Per-head attention was not kept: explain again with keep_heads=True.")
+    _check_layer(expl, layer)
+    return np.asarray(expl.head_attention[layer], dtype=np.float64)
+
+
+def _kept(expl: Explanation, specials: str) -> np.ndarray:
+    if specials not in SPECIALS:
+        raise InputError(f"specials must be one of {', '.join(SPECIALS)}, not {specials!r}.")
+    return np.flatnonzero(~expl.special) if specials == "hide" else np.arange(len(expl.tokens))
+
+
+def _labels(expl: Explanation, specials: str) -> list[str]:
+    return [clean_token(expl.tokens[i]) for i in _kept(expl, specials)]
+
+
+def _cells(
+    expl: Explanation, values: np.ndarray, specials: str, zmax: float | None, colorscale: str,
+    *, coloraxis: str | None, name: str,
+) -> list[go.Heatmap]:
+    """The main heatmap trace (on the colour scale) and, for "grey", one grey trace of the special cells."""
+    keep = _kept(expl, specials)
+    sub = values[np.ix_(keep, keep)]
+    labels = [clean_token(expl.tokens[i]) for i in keep]
+    custom = np.array([[[labels[i], labels[j]] for j in range(len(keep))] for i in range(len(keep))], dtype=object)
+    special = np.asarray(expl.special, dtype=bool)[keep]
+    grey_mask = (special[:, None] | special[None, :]) if specials == "grey" else np.zeros(sub.shape, dtype=bool)
+    on_scale = np.where(grey_mask, np.nan, sub)
+    top = float(zmax) if zmax is not None else positive_max(on_scale[~grey_mask] if (~grey_mask).any() else sub)
+    hover = f"output %{{customdata[0]}} \u2190 input %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra>{name}</extra>"
+    axis = dict(coloraxis=coloraxis) if coloraxis else dict(colorscale=colorscale, zmin=0.0, zmax=top)
+    traces = [go.Heatmap(z=on_scale, customdata=custom, hovertemplate=hover, name=name, hoverongaps=False, **axis)]
+    if grey_mask.any():
+        traces.append(go.Heatmap(
+            z=np.where(grey_mask, sub, np.nan), customdata=custom, colorscale=_GREY_SCALE, showscale=False,
+            hoverongaps=False, name=f"{name} (special)",
+            hovertemplate=f"output %{{customdata[0]}} \u2190 input %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}"
+            "<extra>special token (grey)</extra>",
+        ))
+    return traces

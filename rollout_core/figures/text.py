@@ -1,0 +1,150 @@
+"""Text views: the escaped token-highlight HTML and the bar chart of display scores."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import plotly.graph_objects as go
+
+from rollout_core.compare import token_spans, word_scores
+from rollout_core.explanation import Explanation
+from rollout_core.figures._common import (
+    HOVER_FORMAT,
+    SCORE_SCALE,
+    SPECIAL_GREY,
+    clean_token,
+    colour_at,
+    ink_for,
+    positive_max,
+    row_scores,
+    tick_axis,
+    view_title,
+)
+
+_SPAN_STYLE = "padding:0.1em 0.15em;border-radius:0.25em;"
+
+
+def token_highlight_html(
+    expl: Explanation,
+    *,
+    layer: int | None = None,
+    raw_attention: bool = False,
+    level: str = "token",
+    show_special: bool = False,
+    zmax: float | None = None,
+    colorscale: str = SCORE_SCALE,
+) -> str:
+    """The explained text with each token's (or word's, `level="word"`) background coloured by its score.
+
+    Scores are display scores (special tokens left out, the rest renormalised); the colour runs from 0 to
+    `zmax` (default: the largest shown score) on one scale, shown in a legend. With offsets the original
+    characters of the text are drawn (subword pieces join back into words; the text between tokens is
+    kept); without them the tokens are drawn. Every piece of user text is HTML-escaped, the exact value is
+    in each span's `title` (hover), and the text colour follows the background's luminance.
+    `show_special` draws special tokens greyed, with their raw (not renormalised) score on hover.
+    """
+    scores = row_scores(expl, layer, raw_attention)
+    shown = expl.display_scores(scores)
+    top = positive_max(shown) if zmax is None else float(zmax)
+    segments = _segments(expl, scores, level)
+    parts: list[str] = []
+    text = expl.text if expl.text is not None and expl.offsets is not None else None
+    cursor = 0
+    for kind, start, end, label, value in segments:
+        if kind == "special":
+            if show_special:
+                title = f"{label} (special, not shown in the map): raw score {value:{HOVER_FORMAT}}"
+                parts.append(
+                    f'<span class="tok special" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
+                    f'background:{SPECIAL_GREY};font-size:0.8em;font-style:italic">{html.escape(label, quote=True)}</span> '
+                )
+            continue
+        if text is not None:
+            if end <= start:
+                continue  # a piece sharing characters with the previous token: its share is in the bars
+            if start > cursor:
+                parts.append(html.escape(text[cursor:start], quote=True))
+            label = text[start:end]
+            cursor = max(cursor, end)
+        elif parts:
+            parts.append(" ")
+        rgb = colour_at(colorscale, value, 0.0, top)
+        title = f"{label}: {value:{HOVER_FORMAT}} ({100 * value:.2f}% of the shown mass)"
+        parts.append(
+            f'<span class="tok" data-score="{value!r}" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
+            f'background:rgb{rgb};color:{ink_for(rgb)}">{html.escape(label, quote=True)}</span>'
+        )
+    if text is not None and cursor < len(text):
+        parts.append(html.escape(text[cursor:], quote=True))
+    caption = html.escape(view_title(expl, layer, raw_attention), quote=True)
+    return (
+        f'<div class="token-highlight" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
+        + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")
+    )
+
+
+def legend_html(zmin: float, zmax: float, colorscale: str = SCORE_SCALE, *, caption: str = "") -> str:
+    """A colour bar from zmin to zmax with both ends labelled (caption is escaped by the caller)."""
+    stops = ",".join(f"rgb{colour_at(colorscale, v, 0.0, 1.0)}" for v in np.linspace(0.0, 1.0, 11))
+    return (
+        '<div class="token-legend" style="display:flex;align-items:center;gap:0.5em;font-size:0.8em;margin-top:0.3em">'
+        f'<span>{zmin:.3g}</span><span style="display:inline-block;width:12em;height:0.8em;border-radius:0.2em;'
+        f'background:linear-gradient(to right,{stops})"></span><span>{zmax:.3g}</span><span>{caption}</span></div>'
+    )
+
+
+def score_bar(
+    expl: Explanation,
+    *,
+    layer: int | None = None,
+    raw_attention: bool = False,
+    level: str = "token",
+    zmax: float | None = None,
+    colorscale: str = SCORE_SCALE,
+) -> go.Figure:
+    """Bar chart of the display scores (or word scores, `level="word"`), bars coloured on the same scale
+    as the highlight, exact values on hover. Images: one bar per patch, labelled "patch r,c"."""
+    scores = row_scores(expl, layer, raw_attention)
+    if level == "word":
+        words = word_scores(expl, scores)
+        labels = [w for w, *_ in words]
+        values = np.array([v for *_, v in words])
+    else:
+        labels = [clean_token(t) for t in expl.display_tokens()]
+        values = expl.display_scores(scores)
+    top = positive_max(values) if zmax is None else float(zmax)
+    fig = go.Figure(
+        go.Bar(
+            x=list(range(len(labels))),
+            y=values,
+            customdata=labels,
+            marker=dict(color=values, colorscale=colorscale, cmin=0.0, cmax=top, colorbar=dict(title="share")),
+            hovertemplate=f"%{{customdata}}: %{{y:{HOVER_FORMAT}}}<extra></extra>",
+        )
+    )
+    fig.update_layout(
+        title=view_title(expl, layer, raw_attention),
+        xaxis=dict(title="word" if level == "word" else "token", **tick_axis(labels)),
+        yaxis=dict(title="share of the shown mass", range=[0, top * 1.05]),
+        margin=dict(l=50, r=10, t=40, b=60),
+        height=340,
+    )
+    return fig
+
+
+def _segments(expl: Explanation, scores: np.ndarray, level: str) -> list[tuple[str, int, int, str, float]]:
+    """(kind, start, end, label, value) in reading order: "special" (raw score) and "token"/"word" pieces."""
+    if level == "word":
+        words = [("word", s, e, w, v) for w, s, e, v in word_scores(expl, scores)]
+        specials = [("special", 0, 0, expl.tokens[i], float(scores[i])) for i in np.flatnonzero(expl.special)]
+        return specials + words
+    shown = dict(zip(expl.display_positions().tolist(), expl.display_scores(scores).tolist()))
+    spans = {pos: (s, e) for pos, s, e in token_spans(expl)}
+    out = []
+    for pos, token in enumerate(expl.tokens):
+        if pos in shown:
+            s, e = spans[pos]
+            out.append(("token", s, e, clean_token(token), shown[pos]))
+        else:
+            out.append(("special", 0, 0, token, float(scores[pos])))
+    return out
