@@ -196,6 +196,8 @@ def _bar(value: float, top: float) -> str:
 
 def _header(e: Any) -> list[str]:
     lines = [f"model: {e.model_name}   method: {e.method}   explained: {e.target_description}"]
+    if e.extras.get("generated_text") is not None:
+        lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:
         lines.append("prediction: " + ", ".join(f"{p.label!r} {p.probability:.3f}" for p in e.prediction))
     if e.truncation:

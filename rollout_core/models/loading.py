@@ -31,10 +31,7 @@ from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import families, registry
 from rollout_core.models.handle import ModelHandle
 
-TASKS = (
-    "text-classification", "text-encoder", "sentence-encoder", "causal-lm", "seq2seq",
-    "image-classification", "image-backbone",
-)
+TASKS = tuple(families.TASK_MODALITY)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 NO_NETWORK = "no network: choose an embedded model or a local folder"
 DEFAULT_CACHE_SIZE = 3
@@ -188,8 +185,11 @@ def _check_root(folder: Path) -> Path:
     roots = allowed_roots()
     if not roots:
         return real
-    inside = lambda p: any(p == root or p.is_relative_to(root) for root in roots)  # noqa: E731
-    if not inside(real) or not all(inside(f.resolve()) for f in real.iterdir()):
+
+    def inside(path: Path) -> bool:
+        return any(path.is_relative_to(root) for root in roots)
+
+    if not inside(real) or not all(inside(f.resolve()) for f in real.rglob("*")):
         raise SecurityError(
             f"the model folder {folder} is outside the allowed model folders "
             f"({os.pathsep.join(map(str, roots))}; server setting ROLLOUT_ALLOWED_MODEL_ROOTS)"
@@ -352,15 +352,13 @@ def _load(
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
     try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*were not used when initializing.*")
-            model = cls.from_pretrained(
-                str(folder),
-                attn_implementation="eager",
-                use_safetensors=None if allow_pickle else True,
-                trust_remote_code=trust_remote_code,
-                dtype=torch.float32,
-            )
+        model = cls.from_pretrained(
+            str(folder),
+            attn_implementation="eager",
+            use_safetensors=None if allow_pickle else True,
+            trust_remote_code=trust_remote_code,
+            dtype=torch.float32,
+        )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise ModelLoadError(f"could not load the model in {folder} as {task}: {err}") from err
     model.eval().to(device)
