@@ -68,7 +68,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="2 instead of 6 reference rows on the large graph")
     args = parser.parse_args()
-    torch.set_num_threads(2)
+    torch.set_num_threads(1)
     rows = [compare(6, 16, 16), compare(12, 32, 2 if args.quick else 6)]
     print("| graph | pairs | networkx pairs run | ours (s) | networkx (s, all pairs) | speedup | max abs diff |")
     print("|---|---|---|---|---|---|---|")
