@@ -54,10 +54,11 @@ def token_highlight_html(
         if kind == "special":
             if show_special:
                 title = f"{label} (special, not shown in the map): raw score {value:{HOVER_FORMAT}}"
-                parts.append(
-                    f'<span class="tok special" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
-                    f'background:{SPECIAL_GREY};font-size:0.8em;font-style:italic">{html.escape(label, quote=True)}</span> '
+                chip = (
+                    f'<span class="tok-special" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
+                    f'background:{SPECIAL_GREY};font-size:0.8em;font-style:italic">{html.escape(label, quote=True)}</span>'
                 )
+                parts.append(f" {chip}" if parts else f"{chip} ")
             continue
         if text is not None:
             if end <= start:

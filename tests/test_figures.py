@@ -1,0 +1,274 @@
+"""Figures drawn from hand-built explanations: escaping, colours, hover values, orientation, shared scales."""
+from __future__ import annotations
+
+import html
+import io
+import json
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from rollout_core import figures as F
+from rollout_core.errors import InputError, RolloutError
+from rollout_core.explanation import Explanation, Prediction
+
+
+def _text_expl(tokens, offsets, scores, text, *, special=None, heads=2, method="rollout"):
+    n = len(tokens)
+    special = np.array([t.startswith("[") and t.endswith("]") for t in tokens]) if special is None else special
+    rng = np.random.default_rng(1)
+    attn = rng.random((2, n, n))
+    attn /= attn.sum(-1, keepdims=True)
+    scores = np.asarray(scores, dtype=np.float64)
+    return Explanation(
+        kind="text", method=method, model_name="hand", tokens=list(tokens), special=np.asarray(special),
+        scores=scores, layer_scores=np.stack([scores[::-1], scores]), layer_attention_scores=attn[:, 0],
+        matrix=attn[1], layer_attention=attn, settings={"head_fusion": "mean", "model_heads": heads},
+        target_description="row of [CLS]", prediction=[Prediction("NEGATIVE", 0.9, 0)], text=text,
+        offsets=list(offsets), head_attention=rng.random((2, heads, n, n)),
+    )
+
+
+def _image_expl(values: np.ndarray, image: np.ndarray | None = None):
+    rows, cols = values.shape
+    n = rows * cols + 1
+    scores = np.concatenate([[0.5], values.ravel()])
+    return Explanation(
+        kind="image", method="rollout", model_name="hand", tokens=["[CLS]"] + [f"patch {r},{c}" for r in range(rows) for c in range(cols)],
+        special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
+        layer_attention_scores=scores[None], matrix=None, layer_attention=np.eye(n)[None], settings={},
+        target_description="row of [CLS]", grid=(rows, cols), patch_positions=np.arange(1, n),
+        image=np.zeros((rows * 10, cols * 10, 3), np.uint8) if image is None else image,
+    )
+
+
+class _Collect(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.text, self.spans = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        if tag == "span" and ("class", "tok") in attrs:
+            self.spans.append(dict(attrs))
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def _parse(markup: str) -> _Collect:
+    parser = _Collect()
+    parser.feed(markup)
+    return parser
+
+
+def _words(text):
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    return [text[s:e] for s, e in spans], spans
+
+
+def _luminance(rgb):
+    lin = [(c / 255 / 12.92) if c / 255 <= 0.03928 else ((c / 255 + 0.055) / 1.055) ** 2.4 for c in rgb]
+    return 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
+
+
+def _background(span):
+    return tuple(int(v) for v in re.search(r"background:rgb\((\d+), (\d+), (\d+)\)", span["style"]).groups())
+
+
+def test_markup_in_the_text_is_shown_escaped_never_as_a_tag():
+    text = 'nice <img src=x onerror=alert(1)> "quoted"'
+    words, spans = _words(text)
+    expl = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], np.full(len(words) + 2, 0.1), text)
+    markup = F.token_highlight_html(expl, show_special=True)
+    parsed = _parse(markup)
+    assert set(parsed.tags) <= {"div", "span"}  # no <img> element anywhere
+    assert "<img" not in markup and "&lt;img" in markup
+    assert "".join(parsed.text).startswith(f"[CLS] {text} [SEP]")  # the user sees the characters they typed
+    assert all('"' not in s["title"] or s["title"].count('"') == 2 for s in parsed.spans)  # quotes escaped in attrs
+
+
+def test_original_text_spans_are_drawn_not_wordpieces():
+    text = "Unbelievable, she said."
+    tokens = ["[CLS]", "un", "##bel", "##ievable", ",", "she", "said", ".", "[SEP]"]
+    offsets = [(0, 0), (0, 2), (2, 5), (5, 12), (12, 13), (14, 17), (18, 22), (22, 23), (0, 0)]
+    expl = _text_expl(tokens, offsets, np.linspace(0.05, 0.2, 9), text)
+    parsed = _parse(F.token_highlight_html(expl))
+    assert [s["title"].split(":")[0] for s in parsed.spans] == ["Un", "bel", "ievable", ",", "she", "said", "."]
+    assert "".join(parsed.text).split("0")[0].startswith(text)  # the legend follows the text
+    word_level = _parse(F.token_highlight_html(expl, level="word"))
+    assert [s["title"].split(":")[0] for s in word_level.spans] == ["Unbelievable", ",", "she", "said", "."]
+
+
+def test_colour_is_monotone_in_score_and_hover_values_are_exact():
+    text = "a b c d e f"
+    words, spans = _words(text)
+    raw = np.array([0.3, 0.01, 0.02, 0.05, 0.09, 0.14, 0.2, 0.4])  # [CLS], six words, [SEP]
+    expl = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], raw, text)
+    spans_html = _parse(F.token_highlight_html(expl)).spans
+    shown = raw[1:-1] / raw[1:-1].sum()
+    lum = [_luminance(_background(s)) for s in spans_html]
+    assert all(x > y for x, y in zip(lum, lum[1:]))  # darker as the share grows
+    for span, value in zip(spans_html, shown):
+        assert f": {value:.6g} (" in span["title"]
+        assert float(span["data-score"]) == pytest.approx(value, rel=1e-12)
+    # text colour: black on light, white on dark backgrounds
+    inks = [re.search(r"color:(#\w+)", s["style"]).group(1) for s in spans_html]
+    assert inks[0] == "#000000" and inks[-1] == "#ffffff"
+
+
+def test_bar_chart_values_layers_and_raw_attention():
+    text = "x y z"
+    words, spans = _words(text)
+    expl = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.5, 0.1, 0.3, 0.05, 0.05], text)
+    for layer, raw, row in [(None, False, expl.scores), (0, False, expl.layer_scores[0]), (1, True, expl.layer_attention_scores[1])]:
+        bar = F.score_bar(expl, layer=layer, raw_attention=raw).data[0]
+        expected = np.asarray(row)[1:-1] / np.asarray(row)[1:-1].sum()
+        np.testing.assert_allclose(bar.y, expected, rtol=1e-12)
+        assert list(bar.customdata) == words and "%{y:.6g}" in bar.hovertemplate
+    with pytest.raises(InputError):
+        F.score_bar(expl, layer=5)
+
+
+def test_matrix_rows_are_queries_and_specials_hide_or_grey():
+    text = "p q"
+    tokens = ["[CLS]", "p", "q", "[SEP]"]
+    expl = _text_expl(tokens, [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.2, 0.1], text)
+    expl.matrix = np.arange(16, dtype=float).reshape(4, 4) / 16  # M[i, j] distinct
+    fig = F.matrix_heatmap(expl, specials="show")
+    z = np.asarray(fig.data[0].z, dtype=float)
+    np.testing.assert_array_equal(z, expl.matrix)
+    assert list(fig.data[0].customdata[1][2]) == ["p", "q"]  # row 1 = output p, column 2 = input q
+    assert fig.layout.yaxis.autorange == "reversed" and "query" in fig.layout.yaxis.title.text
+    hidden = F.matrix_heatmap(expl, specials="hide")
+    np.testing.assert_array_equal(np.asarray(hidden.data[0].z, dtype=float), expl.matrix[1:3, 1:3])
+    grey = F.matrix_heatmap(expl, specials="grey")
+    main, greyed = (np.asarray(t.z, dtype=float) for t in grey.data)
+    assert np.isnan(main[0]).all() and np.isnan(main[:, 3]).all()
+    np.testing.assert_array_equal(main[1:3, 1:3], expl.matrix[1:3, 1:3])
+    np.testing.assert_array_equal(greyed[0], expl.matrix[0])
+    assert grey.data[0].zmax == pytest.approx(expl.matrix[1:3, 1:3].max())  # scale not eaten by specials
+
+
+def test_head_grid_one_trace_per_head_on_one_scale_and_single_head():
+    text = "p q"
+    expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.2, 0.1], text, heads=3)
+    fig = F.head_grid(expl, 1, specials="show")
+    assert len(fig.data) == 3 and all(t.coloraxis == "coloraxis" for t in fig.data)
+    for h in range(3):
+        np.testing.assert_array_equal(np.asarray(fig.data[h].z, dtype=float), expl.head_attention[1, h])
+    assert fig.layout.coloraxis.cmax == pytest.approx(expl.head_attention[1].max())
+    one = F.matrix_heatmap(expl, layer=1, head=2, specials="show")
+    np.testing.assert_array_equal(np.asarray(one.data[0].z, dtype=float), expl.head_attention[1, 2])
+    expl.head_attention = None
+    with pytest.raises(InputError, match="keep_heads"):
+        F.head_grid(expl, 0)
+
+
+def _top_right():
+    values = np.full((3, 4), 0.01)
+    values[0, 3] = 1.0
+    return _image_expl(values / values.sum())
+
+
+def test_hot_patch_at_row_0_last_column_is_drawn_top_right():
+    expl = _top_right()
+    grid = F.patch_heatmap(expl)
+    z = np.asarray(grid.data[0].z, dtype=float)
+    assert np.unravel_index(z.argmax(), z.shape) == (0, 3) and grid.layout.yaxis.autorange == "reversed"
+    overlay = F.image_overlay(expl, opacity=0.7)
+    cells = overlay.data[-1]
+    assert cells.x0 + 3 * cells.dx > 30 and cells.y0 < 15  # column 3 right of the middle, row 0 above it
+    assert overlay.layout.yaxis.range[0] > overlay.layout.yaxis.range[1]  # y grows downwards, like the image
+    for fig in (grid, overlay):  # pixels: the hot colour sits in the top-right block of the raster
+        pixels = np.asarray(Image.open(io.BytesIO(F.raster_png(fig))).convert("RGB"), dtype=float)
+        h, w = pixels.shape[:2]
+        bright = pixels.sum(-1)
+        r, c = np.unravel_index(bright.argmax(), bright.shape)
+        assert r < h / 3 and c >= 3 * w / 4
+
+
+def test_overlay_opacity_colormap_and_exact_patch_values():
+    expl = _top_right()
+    fig = F.image_overlay(expl, opacity=0.3, colormap="gray")
+    cells = fig.data[-1]
+    assert cells.opacity == 0.3 and cells.colorscale[0][1].lower().startswith(("rgb(0", "#000"))
+    np.testing.assert_allclose(np.asarray(cells.z, dtype=float), expl.score_map())
+    assert "%{z:.6g}" in cells.hovertemplate
+    np.testing.assert_array_equal(fig.data[0].z, expl.image)
+
+
+def test_comparison_shares_one_scale_and_difference_is_centred():
+    a_vals = np.array([[0.1, 0.2], [0.3, 0.4]])
+    b_vals = np.array([[0.7, 0.1], [0.1, 0.1]])
+    a, b = _image_expl(a_vals), _image_expl(b_vals)
+    fig = F.comparison_figure(a, b)
+    assert fig.layout.coloraxis.cmin == 0 and fig.layout.coloraxis.cmax == pytest.approx(0.7)
+    assert {t.coloraxis for t in fig.data} == {"coloraxis"}
+    fixed = F.comparison_figure(a, b, zmax=2.0)
+    assert fixed.layout.coloraxis.cmax == 2.0
+    diff = F.difference_figure(a, b)
+    np.testing.assert_allclose(np.asarray(diff.data[0].z, dtype=float), a_vals - b_vals)
+    assert diff.data[0].zmin == -diff.data[0].zmax == pytest.approx(-0.6)
+    text = "p q r"
+    words, spans = _words(text)
+    ta = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.5, 0.1, 0.2, 0.1, 0.1], text)
+    tb = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.2, 0.6, 0.1, 0.05, 0.05], text)
+    heat = F.comparison_figure(ta, tb).data[0]
+    np.testing.assert_allclose(np.asarray(heat.z, dtype=float), [[0.25, 0.5, 0.25], [0.8, 0.1 / 0.75, 0.05 / 0.75]])
+    assert heat.zmin == 0 and heat.zmax == pytest.approx(0.8)
+    assert F.shared_zmax(ta, tb) == pytest.approx(0.8)
+
+
+def test_shared_zmax_is_honoured_by_the_highlight():
+    text = "p q"
+    expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.1, 0.2], text)
+    own = _parse(F.token_highlight_html(expl)).spans
+    shared = _parse(F.token_highlight_html(expl, zmax=1.0)).spans
+    assert _background(own[0]) != _background(shared[0])  # 0.75 is the top of its own scale, not of 0..1
+    assert "<span>1</span>" in F.token_highlight_html(expl, zmax=1.0)  # legend shows the shared maximum
+
+
+def test_curves_one_line_per_method_and_a_dashed_random_baseline():
+    x = [0.0, 0.5, 1.0]
+    fig = F.curves_figure({"rollout": (x, [1, 0.4, 0.1]), "flow": (x, [1, 0.6, 0.2])}, random=(x, [1, 0.7, 0.3]),
+                          aucs={"rollout": 0.475})
+    assert [t.name for t in fig.data] == ["rollout (AUC 0.475)", "flow", "random"]
+    assert fig.data[-1].line.dash == "dash"
+    np.testing.assert_array_equal(fig.data[1].y, [1, 0.6, 0.2])
+
+
+@pytest.mark.skipif(not (shutil.which("chromium") or os.environ.get("BROWSER_PATH")), reason="no Chromium")
+def test_png_export_through_kaleido_gives_a_decodable_png_of_the_asked_size():
+    data = F.figure_png(F.patch_heatmap(_top_right()), width=300, height=240, scale=1, fallback=False)
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.size == (300, 240)  # kaleido's page size, not the fallback raster's
+
+
+def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
+    data = F.raster_png(F.matrix_heatmap(_text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    with Image.open(io.BytesIO(data)) as image:
+        assert image.size[0] > 0 and image.size[1] > 0
+    with pytest.raises(RolloutError, match="kaleido"):
+        F.raster_png(F.curves_figure({"m": ([0, 1], [1, 0])}))
+
+
+def test_csv_and_json_downloads_carry_the_scores():
+    text = "=cmd q"
+    expl = _text_expl(["[CLS]", "=cmd", "q", "[SEP]"], [(0, 0), (0, 4), (5, 6), (0, 0)], [0.4, 0.3, 0.1, 0.2], text)
+    import pandas as pd
+
+    frame = pd.read_csv(io.BytesIO(F.scores_csv(expl)))
+    assert list(frame["token"]) == ["[CLS]", "'=cmd", "q", "[SEP]"]  # no formula for a spreadsheet
+    np.testing.assert_allclose(frame["display_score"][1:3], [0.75, 0.25])
+    assert frame["display_score"][[0, 3]].isna().all()
+    np.testing.assert_allclose(frame["rollout_after_layer_1"], expl.layer_scores[0], rtol=1e-8)
+    out = json.loads(F.scores_json(expl))
+    assert out["display_scores"] == [0.75, 0.25] and out["text"] == text
