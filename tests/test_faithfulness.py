@@ -353,3 +353,17 @@ def test_evaluate_dataset_on_default_models(name, dataset):
     assert list(summary.index) == ["rollout", "flow", "gradient", "attention", "random"]
     assert summary[("pointing_game", "mean")].notna().all()
     assert summary[("deletion_auc", "mean")].between(0, 1).all()
+
+
+def test_curve_figure_draws_every_method_and_the_random_baseline(tiny):
+    from rollout_core.faithfulness.evaluate import evaluate_input
+    from rollout_core.faithfulness.views import curve_figure
+
+    result = evaluate_input(tiny["bert"], "the movie was not good", methods=["rollout", "attention"])
+    fig = curve_figure(result, "insertion")
+    names = [t.name for t in fig.data]
+    assert len(names) == 3 and names[0].startswith("rollout (AUC") and names[-1].startswith("random")
+    expected = result.curves.query("method == 'attention' and curve == 'insertion'")["value"].tolist()
+    assert list(fig.data[1].y) == pytest.approx(expected)
+    with pytest.raises(ValueError):
+        curve_figure(result, "sideways")
