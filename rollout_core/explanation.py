@@ -112,6 +112,9 @@ class Explanation:
         if self.grid is not None:
             out["grid"] = list(self.grid)
             out["score_map"] = _floats(self.score_map())
+        if self.extras:
+            out["extras"] = {key: _jsonable(value, include_matrices) for key, value in self.extras.items()
+                             if include_matrices or not _is_matrix(value)}
         if include_matrices:
             out["matrix"] = None if self.matrix is None else _floats(self.matrix)
             out["layer_attention"] = _floats(self.layer_attention)
@@ -119,6 +122,21 @@ class Explanation:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(**kwargs), ensure_ascii=False)
+
+
+def _is_matrix(value: Any) -> bool:
+    return isinstance(value, np.ndarray) and value.ndim >= 2
+
+
+def _jsonable(value: Any, include_matrices: bool) -> Any:
+    """Family-specific extras (numpy arrays, tuples, scalars) as JSON values."""
+    if isinstance(value, np.ndarray):
+        return _floats(value) if value.dtype.kind == "f" else value.tolist()
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v, include_matrices) for v in value]
+    if isinstance(value, (np.integer, np.floating)):
+        return value.item()
+    return value
 
 
 def _floats(values: np.ndarray) -> Any:
