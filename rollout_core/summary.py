@@ -1,8 +1,9 @@
 """A plain-language paragraph under each explanation, computed from its numbers only.
 
 It must never claim more than the numbers say: it names the method exactly, says when the map is flat
-(the top share barely above uniform), how much of the raw mass special tokens took before the shown
-map was renormalised, that plain rollout is the same whatever class is asked about, and truncation.
+(the top share barely above the uniform share), how much of the raw mass special tokens took before the
+shown map was renormalised, that plain rollout/flow/attention are the same whatever class is asked
+about, and truncation. Plain text (the pages render it as text, not HTML).
 """
 from __future__ import annotations
 
@@ -11,40 +12,88 @@ import numpy as np
 from rollout_core.compare import word_scores
 from rollout_core.explanation import Explanation
 
-FLAT_RATIO = 1.5  # top share below 1.5x uniform = "nearly flat"
+FLAT_RATIO = 1.5
+"""The map is called nearly flat when its largest share is below 1.5x the uniform share 1/n."""
+SPECIAL_MAJORITY = 0.5
+"""Special tokens' raw share at or above which the summary says they took most of the mass."""
+CLASS_AGNOSTIC = ("rollout", "flow", "attention")
 
-METHOD_NAMES = {
+
+def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, raw_attention: bool = False) -> str:
+    """One paragraph, e.g. "The prediction NEGATIVE (97%) rests mostly on 'rude' (31%) and 'cold' (22%) ...".
+
+    `layer` / `raw_attention` describe the slider's view (cumulative result after layer index `layer`, or
+    that layer's own attention) instead of the final scores. Text shares are per word (tokens merged by
+    character offsets, `rollout_core.compare.word_scores`); image shares per patch.
+    """
+    scores = _row(expl, layer, raw_attention)
+    lead = f"{_prediction_phrase(expl)}: the map"
+    body = _text_body(expl, scores, lead, top_k) if expl.kind == "text" else _image_body(expl, scores, lead)
+    parts = [body, f"Method: {_method_phrase(expl, layer, raw_attention)}, read from the {expl.target_description}."]
+    total = float(scores.sum())
+    special_share = float(scores[np.asarray(expl.special, dtype=bool)].sum()) / total if total > 0 else 0.0
+    if special_share >= SPECIAL_MAJORITY:
+        parts.append(
+            f"Special tokens took {_percent(special_share)} of the raw mass before renormalisation; the shares "
+            f"above are of the remaining {_percent(1 - special_share)}."
+        )
+    if expl.method in CLASS_AGNOSTIC and _asked_about_a_class(expl):
+        parts.append(
+            f"You asked about class {expl.target}, but plain {_METHOD_NAMES[expl.method]} is class-agnostic: the "
+            "map is the same whichever class is asked about; use gradient-weighted rollout for a class-specific map."
+        )
+    if expl.truncation:
+        t = expl.truncation
+        parts.append(
+            f"The text was cut to the model's limit: the first {t['kept_chars']} of {t['total_chars']} characters "
+            f"({t['kept_tokens']} tokens) were explained; the rest was not seen."
+        )
+    return " ".join(parts)
+
+
+summarise = summarize  # the spelling the pages call
+
+
+_METHOD_NAMES = {
     "rollout": "attention rollout",
     "flow": "attention flow",
     "gradient": "gradient-weighted rollout (class-specific)",
-    "attention": "raw attention of the last layer",
+    "attention": "raw attention",
 }
+
+
+def _row(expl: Explanation, layer: int | None, raw_attention: bool) -> np.ndarray:
+    if layer is None:
+        return np.asarray(expl.scores, dtype=np.float64)
+    source = expl.layer_attention_scores if raw_attention else expl.layer_scores
+    return np.asarray(source[layer], dtype=np.float64)
 
 
 def _percent(value: float) -> str:
     return f"{100 * value:.0f}%" if value >= 0.01 else f"{100 * value:.1f}%"
 
 
-def _method_phrase(expl: Explanation) -> str:
+def _asked_about_a_class(expl: Explanation) -> bool:
+    """A class target the user chose (not the default predicted class, which explain marks "(predicted)")."""
+    if not isinstance(expl.target, str) or expl.settings.get("task") == "causal-lm":
+        return False
+    return "(predicted)" not in expl.target_description
+
+
+def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) -> str:
     s = expl.settings
-    name = METHOD_NAMES.get(expl.method, expl.method)
-    if expl.method == "attention":
-        return f"{name}, {s.get('head_fusion', 'mean')} over {s.get('model_heads', '?')} heads"
     start = int(s.get("start_layer") or 0)
-    layers = expl.num_layers
-    through = f"through {layers} layer{'s' if layers != 1 else ''}" + (f" from layer {start + 1}" if start else "")
+    last = start + (expl.num_layers if layer is None else layer + 1)  # 1-based number of the last layer used
+    heads = s.get("model_heads")
+    fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
+    if raw_attention or expl.method == "attention":
+        return f"raw attention of layer {last}, {fusion}"
+    count = last - start
+    through = f"through {count} layer{'s' if count != 1 else ''}" + (f" (layers {start + 1}-{last})" if start else "")
+    name = _METHOD_NAMES.get(expl.method, expl.method)
     if expl.method == "gradient":
-        return f"{name} {through}"
-    return f"{name} {through}, {s.get('head_fusion', 'mean')} over {s.get('model_heads', '?')} heads"
-
-
-def _units(expl: Explanation) -> tuple[list[str], np.ndarray]:
-    """Words of the text (merged subwords) or shown tokens; their shares sum to 1."""
-    if expl.kind == "text" and expl.text is not None and expl.offsets is not None:
-        merged = word_scores(expl)
-        if merged:
-            return [w for w, *_ in merged], np.array([v for *_, v in merged])
-    return expl.display_tokens(), expl.display_scores()
+        return f"{name} for class {expl.target} {through}"
+    return f"{name} {through}, {fusion}"
 
 
 def _prediction_phrase(expl: Explanation) -> str:
@@ -56,60 +105,63 @@ def _prediction_phrase(expl: Explanation) -> str:
     return f"The prediction {top.label} ({_percent(top.probability)})"
 
 
-def _text_body(expl: Explanation, lead: str) -> str:
-    units, shares = _units(expl)
+def _units(expl: Explanation, scores: np.ndarray) -> tuple[list[str], np.ndarray, str]:
+    """Words of the text (subwords merged by offsets) or, without offsets, the shown tokens."""
+    if expl.text is not None and expl.offsets is not None:
+        merged = word_scores(expl, scores)
+        if merged:
+            return [w for w, *_ in merged], np.array([v for *_, v in merged]), "words"
+    return expl.display_tokens(), expl.display_scores(scores), "tokens"
+
+
+def _text_body(expl: Explanation, scores: np.ndarray, lead: str, top_k: int) -> str:
+    units, shares, unit = _units(expl, scores)
     if len(units) == 0 or shares.sum() <= 0:
-        return f"{lead} has no shown token with a non-zero score."
+        return f"{lead} gives no shown token a non-zero score."
     order = np.argsort(-shares, kind="stable")
     uniform = 1.0 / len(units)
-    if shares[order[0]] < FLAT_RATIO * uniform:
-        return (f"{lead} is spread almost evenly: the largest share, {units[order[0]]!r} "
-                f"({_percent(shares[order[0]])}), is close to the uniform share of {_percent(uniform)} "
-                f"over {len(units)} words, so no word stands out.")
-    picked = [i for i in order[:3] if shares[i] >= uniform]
+    best = order[0]
+    if shares[best] < FLAT_RATIO * uniform:
+        return (f"{lead} is nearly flat: the largest share, {units[best]!r} ({_percent(shares[best])}), is barely "
+                f"above the uniform share of {_percent(uniform)} (1/{len(units)} {unit}), so no word stands out.")
+    picked = [i for i in order[: max(1, top_k)] if shares[i] > uniform]
     named = [f"{units[i]!r} ({_percent(shares[i])})" for i in picked]
     listing = named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
-    verb = "rests mostly on" if shares[picked].sum() >= 0.5 else "gives its largest shares to"
-    return f"{lead} {verb} {listing} of {len(units)} words (uniform share {_percent(uniform)})."
+    together = float(shares[picked].sum())
+    verb = "rests mostly on" if together >= 0.5 else "gives its largest shares to"
+    tail = f" (together {_percent(together)})" if len(picked) > 1 else ""
+    return f"{lead} {verb} {listing}{tail}, of {len(units)} {unit} (uniform share {_percent(uniform)})."
 
 
-def _image_body(expl: Explanation, lead: str) -> str:
-    score_map = expl.score_map()
+def _quarters(score_map: np.ndarray) -> dict[str, float]:
+    """Mass in each quarter; with an odd grid the middle row/column is split half and half."""
+    rows, cols = score_map.shape
+    top = np.clip(rows / 2 - np.arange(rows), 0.0, 1.0)
+    left = np.clip(cols / 2 - np.arange(cols), 0.0, 1.0)
+    out = {}
+    for vname, v in (("top", top), ("bottom", 1 - top)):
+        for hname, h in (("left", left), ("right", 1 - left)):
+            out[f"{vname}-{hname}"] = float(v @ score_map @ h)
+    return out
+
+
+def _image_body(expl: Explanation, scores: np.ndarray, lead: str) -> str:
+    score_map = expl.score_map(scores)
     rows, cols = score_map.shape
     flat = np.sort(score_map.ravel())[::-1]
     if flat.sum() <= 0:
-        return f"{lead} has no patch with a non-zero score."
+        return f"{lead} gives no patch a non-zero score."
+    uniform = 1.0 / flat.size
     top_count = max(1, int(round(0.1 * flat.size)))
     top_share = float(flat[:top_count].sum())
-    half_r, half_c = rows / 2, cols / 2
-    quarters = {
-        "top-left": score_map[: int(np.ceil(half_r)), : int(np.ceil(half_c))].sum(),
-        "top-right": score_map[: int(np.ceil(half_r)), int(np.floor(half_c)):].sum(),
-        "bottom-left": score_map[int(np.floor(half_r)):, : int(np.ceil(half_c))].sum(),
-        "bottom-right": score_map[int(np.floor(half_r)):, int(np.floor(half_c)):].sum(),
-    }
+    quarters = _quarters(score_map)
     best = max(quarters, key=quarters.get)
-    spread = "spread fairly evenly" if top_share < 0.2 else "concentrated"
-    return (f"{lead} is {spread}: the top 10% of the {rows}x{cols} patches hold {_percent(top_share)} of the "
-            f"mass (uniform would be 10%); the {best} quarter holds the most ({_percent(quarters[best])}).")
-
-
-def summarise(expl: Explanation) -> str:
-    """One paragraph, plain text, e.g. "The prediction NEGATIVE (97%) rests mostly on 'rude' (31%) ..."."""
-    lead = f"{_prediction_phrase(expl)}: the map"
-    body = _text_body(expl, lead) if expl.kind == "text" else _image_body(expl, lead)
-    parts = [body, f"Method: {_method_phrase(expl)}, read from the {expl.target_description}."]
-    special_share = float(np.asarray(expl.scores)[expl.special].sum())
-    total = float(np.asarray(expl.scores).sum())
-    if total > 0 and special_share / total >= 0.5:
-        parts.append(f"Special tokens took {_percent(special_share / total)} of the raw mass; the shares above are "
-                     "renormalised over the shown tokens.")
-    asked_other_class = expl.target is not None and bool(expl.prediction) and str(expl.target) != expl.prediction[0].label
-    if expl.method in ("rollout", "flow", "attention") and asked_other_class and expl.settings.get("task") != "causal-lm":
-        parts.append("Plain rollout, flow and raw attention do not depend on the class asked about; "
-                     "use gradient-weighted rollout for a class-specific map.")
-    if expl.truncation:
-        t = expl.truncation
-        parts.append(f"The text was cut to the model's limit: {t['kept_chars']} of {t['total_chars']} characters "
-                     f"({t['kept_tokens']} tokens) were explained.")
-    return " ".join(parts)
+    r, c = np.unravel_index(int(np.argmax(score_map)), score_map.shape)
+    mass = (f"the top 10% of the {rows}x{cols} patches ({top_count}) hold {_percent(top_share)} of the mass "
+            f"(uniform would be {_percent(top_count / flat.size)})")
+    if flat[0] < FLAT_RATIO * uniform:
+        return (f"{lead} is nearly flat: the largest patch share, {_percent(flat[0])}, is barely above the uniform "
+                f"share of {_percent(uniform)}; {mass}.")
+    where = (f"the {best} quarter holds the most ({_percent(quarters[best])})" if quarters[best] >= 0.4
+             else f"no quarter stands out (the largest, {best}, holds {_percent(quarters[best])})")
+    return (f"{lead} peaks at patch row {r + 1}, column {c + 1} ({_percent(flat[0])}); {mass}; {where}.")
