@@ -225,3 +225,16 @@ def test_rows_equal_full_rollout_rows_with_padding_discard_and_layer_range():
     assert every.shape == (4, 2, 7, 7)
     assert torch.allclose(rollout_rows(attn, [0, 6], all_layers=True, **options), every[:, :, [0, 6]], atol=1e-12)
     assert torch.allclose(rollout_rows(attn, [2], **options), every[-1][:, [2]], atol=1e-12)
+
+
+def test_discard_in_chunks_equals_one_sample_at_a_time(monkeypatch):
+    import rollout_core.maths.rollout as rollout
+
+    monkeypatch.setattr(rollout, "SORT_CHUNK_ENTRIES", 2 * 6 * 6)  # two 6 x 6 matrices ranked at a time
+    fused = random_attention(1, 5, 1, 6, seed=11)[0][:, 0]
+    mask = torch.tensor([[1] * 6, [1] * 4 + [0] * 2, [1] * 6, [1] * 5 + [0], [1] * 6])
+    batched = augment_layer(fused, discard_ratio=0.5, attention_mask=mask, residual_weight=0.0)
+    for b in range(5):
+        real = int(mask[b].sum())
+        alone = augment_layer(fused[b : b + 1, :real, :real], discard_ratio=0.5, residual_weight=0.0)
+        assert torch.equal(batched[b, :real, :real], alone[0])

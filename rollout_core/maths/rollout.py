@@ -15,6 +15,7 @@ from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
 
 Attentions = Sequence[torch.Tensor] | torch.Tensor
+SORT_CHUNK_ENTRIES = 2**24  # entries ranked at once when discarding (bounds the int64 sort buffers)
 
 
 def compute_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -79,18 +80,23 @@ def _discard_lowest(fused: torch.Tensor, pair_mask: torch.Tensor, discard_ratio:
     """Zero the lowest `discard_ratio` of each sample's real-token entries (exact count, stable ties).
 
     The diagonal is never discarded: the residual path keeps a token's own share anyway, and keeping it
-    means a row can never lose all of its mass to discarding.
+    means a row can never lose all of its mass to discarding. Ranks are computed for a few matrices at a
+    time (SORT_CHUNK_ENTRIES), so the int64 sort buffers stay small for long inputs and many layers.
     """
     batch, n, _ = fused.shape
     eye = torch.eye(n, dtype=torch.bool, device=fused.device)
     candidates = pair_mask.bool() & ~eye
-    flat = fused.masked_fill(~candidates, float("inf")).reshape(batch, n * n)
-    order = torch.argsort(flat, dim=-1, stable=True)
-    ranks = torch.empty_like(order)
-    ranks.scatter_(-1, order, torch.arange(n * n, device=fused.device).expand(batch, -1))
     counts = torch.floor(candidates.reshape(batch, -1).sum(-1) * discard_ratio).long()
-    drop = (ranks < counts[:, None]).reshape(batch, n, n)
-    return fused.masked_fill(drop, 0.0)
+    flat = fused.masked_fill(~candidates, float("inf")).reshape(batch, n * n)
+    drop = torch.empty(batch, n * n, dtype=torch.bool, device=fused.device)
+    positions = torch.arange(n * n, device=fused.device)
+    step = max(1, SORT_CHUNK_ENTRIES // (n * n))
+    for first in range(0, batch, step):
+        part = slice(first, first + step)
+        order = torch.argsort(flat[part], dim=-1, stable=True)
+        ranks = torch.empty_like(order).scatter_(-1, order, positions.expand_as(order))
+        drop[part] = ranks < counts[part, None]
+    return fused.masked_fill(drop.reshape(batch, n, n), 0.0)
 
 
 def augment_layer(
