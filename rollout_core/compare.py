@@ -59,7 +59,10 @@ def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
 def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
     """Shown token scores summed onto the words of the text they overlap, renormalised to sum to 1.
 
-    A token overlapping several words (rare: byte-level merges) is split between them evenly.
+    A word's score is the SUM of its tokens' scores: scores are shares of one mass, so the pieces of a
+    word together hold its share, whatever number of pieces a tokenizer cut it into (a mean or max would
+    make two tokenizers disagree about the same word). A token overlapping several words (rare:
+    byte-level merges) is split between them evenly; tokens covering no word (whitespace) are left out.
     """
     if expl.text is None or expl.offsets is None:
         raise InputError("word scores need a text explanation with character offsets")
@@ -103,18 +106,37 @@ def top_k_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return len(top_a & top_b) / k
 
 
-def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
-    if a.text != b.text:
+def align_words(a: Explanation, b: Explanation, scores_a: np.ndarray | None = None,
+                scores_b: np.ndarray | None = None) -> list[tuple[str, int, int, float, float]]:
+    """(word, start, end, score_a, score_b) for the words of the text that both explanations saw.
+
+    Words come from the characters, so this works whatever the two tokenizers. The texts must be the
+    same, except that one may be a truncated prefix of the other: then only the words inside both are
+    returned (and each side's word scores are renormalised over them).
+    """
+    if a.text is None or b.text is None or not (a.text.startswith(b.text) or b.text.startswith(a.text)):
         raise InputError("the two explanations are of different texts")
-    same_tokens = a.display_tokens() == b.display_tokens() and (
+    common = min(len(a.text), len(b.text))
+    wa = [w for w in word_scores(a, scores_a) if w[2] <= common]
+    wb = {(s, e): v for _, s, e, v in word_scores(b, scores_b) if e <= common}
+    rows = [(w, s, e, va, wb[(s, e)]) for w, s, e, va in wa if (s, e) in wb]
+    total_a, total_b = sum(r[3] for r in rows), sum(r[4] for r in rows)
+    return [(w, s, e, va / total_a if total_a > 0 else va, vb / total_b if total_b > 0 else vb)
+            for w, s, e, va, vb in rows]
+
+
+def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+    same_tokens = a.text == b.text and a.display_tokens() == b.display_tokens() and (
         a.offsets is None or b.offsets is None
         or [a.offsets[i] for i in a.display_positions()] == [b.offsets[i] for i in b.display_positions()]
     )
     if same_tokens:
         return a.display_tokens(), a.display_scores(scores_a), b.display_scores(scores_b), False, ""
-    wa, wb = word_scores(a, scores_a), word_scores(b, scores_b)
-    return ([w for w, *_ in wa], np.array([v for *_, v in wa]), np.array([v for *_, v in wb]), True,
-            "the tokenizers differ: scores were summed onto words by character offsets")
+    rows = align_words(a, b, scores_a, scores_b)
+    note = "the tokenizers differ: scores were summed onto words by character offsets"
+    if a.text != b.text:
+        note += f"; the texts were truncated to different lengths, so only the {len(rows)} words both saw are compared"
+    return [r[0] for r in rows], np.array([r[3] for r in rows]), np.array([r[4] for r in rows]), True, note
 
 
 def _resample(score_map: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
@@ -128,8 +150,9 @@ def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[li
     note = ""
     if map_a.shape != map_b.shape:
         grid = (max(map_a.shape[0], map_b.shape[0]), max(map_a.shape[1], map_b.shape[1]))
+        coarser = "A" if map_a.size < map_b.size else "B"
         note = f"patch grids differ ({map_a.shape[0]}x{map_a.shape[1]} vs {map_b.shape[0]}x{map_b.shape[1]}): " \
-               f"both resampled bilinearly to {grid[0]}x{grid[1]}"
+               f"the coarser map ({coarser}) was resampled bilinearly to {grid[0]}x{grid[1]} and renormalised"
         map_a, map_b = _resample(map_a, grid), _resample(map_b, grid)
     rows, cols = map_a.shape
     units = [f"patch {r},{c}" for r in range(rows) for c in range(cols)]
@@ -153,10 +176,20 @@ def compare(a: Explanation, b: Explanation, *, scores_a: np.ndarray | None = Non
 
 
 def agreement(a: Explanation, b: Explanation, **kwargs) -> dict[str, float | bool | int | str]:
-    """The figures of `compare` as a flat dict (for tables and the CLI): Spearman and top-1/3/5 overlap."""
+    """The figures of `compare` as a flat dict for the comparison page, tables and the CLI.
+
+    Keys: "spearman" (NaN when undefined, "note" says why), "top_1_overlap", "top_3_overlap",
+    "top_5_overlap", "unit" ("token" | "word" | "patch"), "units" (how many were compared),
+    "tokenizers_differ" (text compared per word because the tokens differ), "aligned_by_words"
+    (same), "note" (alignment, resampling or why a figure is undefined).
+    """
     result = compare(a, b, **kwargs)
-    out: dict[str, float | bool | int | str] = {"spearman": result.spearman, "units": len(result.units),
-                                                "aligned_by_words": result.aligned_by_words, "note": result.note}
+    unit = "patch" if a.kind == "image" else ("word" if result.aligned_by_words else "token")
+    out: dict[str, float | bool | int | str] = {
+        "spearman": result.spearman, "unit": unit, "units": len(result.units),
+        "tokenizers_differ": result.aligned_by_words, "aligned_by_words": result.aligned_by_words,
+        "note": result.note,
+    }
     for k in (1, 3, 5):
         out[f"top_{k}_overlap"] = top_k_overlap(result.a, result.b, k)
     return out
