@@ -75,7 +75,7 @@ def test_linear_attention_network_mixing_matrix_is_the_rollout():
     assert not torch.allclose(reversed_order, mixing, atol=1e-3)
 
 
-def naive_rollout(attn_sample, n_real, fusion, residual):
+def naive_rollout(attn_sample, n_real, fusion, residual, discard=0.0):
     """Per-sample reference in plain numpy loops over the real tokens only."""
     result = np.eye(n_real)
     for layer in attn_sample:  # layer: (H, n, n) numpy
@@ -84,6 +84,9 @@ def naive_rollout(attn_sample, n_real, fusion, residual):
             for j in range(n_real):
                 values = [layer[h, i, j] for h in range(layer.shape[0])]
                 fused[i, j] = {"mean": np.mean, "max": np.max, "min": np.min}[fusion](values)
+        off_diagonal = sorted((fused[i, j], i, j) for i in range(n_real) for j in range(n_real) if i != j)
+        for _, i, j in off_diagonal[: int(len(off_diagonal) * discard)]:
+            fused[i, j] = 0.0
         aug = fused + residual * np.eye(n_real)
         for i in range(n_real):
             aug[i] /= aug[i].sum()
@@ -91,8 +94,8 @@ def naive_rollout(attn_sample, n_real, fusion, residual):
     return result
 
 
-@pytest.mark.parametrize("fusion", ["mean", "max", "min"])
-def test_batch_with_padding_matches_naive_loop_and_one_by_one(fusion):
+@pytest.mark.parametrize("fusion, discard", [("mean", 0.0), ("max", 0.0), ("min", 0.0), ("mean", 0.6), ("max", 0.3)])
+def test_batch_with_padding_matches_naive_loop_and_one_by_one(fusion, discard):
     n, lengths = 7, [7, 4, 5]
     attn = random_attention(3, len(lengths), 2, n, seed=3)
     mask = torch.zeros(len(lengths), n)
@@ -101,12 +104,13 @@ def test_batch_with_padding_matches_naive_loop_and_one_by_one(fusion):
         for a in attn:  # a masked softmax gives real queries zero weight on padded keys
             a[b, :, :length, length:] = 0
             a[b, :, :length, :length] /= a[b, :, :length, :length].sum(-1, keepdim=True)
-    R = attention_rollout(attn, head_fusion=fusion, residual_weight=0.7, attention_mask=mask)
+    options = {"head_fusion": fusion, "residual_weight": 0.7, "discard_ratio": discard}
+    R = attention_rollout(attn, attention_mask=mask, **options)
     for b, length in enumerate(lengths):
-        expected = naive_rollout([a[b].numpy() for a in attn], length, fusion, 0.7)
+        expected = naive_rollout([a[b].numpy() for a in attn], length, fusion, 0.7, discard)
         assert np.allclose(R[b, :length, :length].numpy(), expected, atol=1e-10)
         assert torch.all(R[b, length:, :] == 0) and torch.all(R[b, :, length:] == 0)
-        alone = attention_rollout([a[b : b + 1, :, :length, :length] for a in attn], head_fusion=fusion, residual_weight=0.7)
+        alone = attention_rollout([a[b : b + 1, :, :length, :length] for a in attn], **options)
         assert torch.allclose(R[b, :length, :length], alone[0], atol=1e-12)
 
 
