@@ -1,0 +1,121 @@
+"""The plain-language summary: numbers recomputed here by hand, honest wording for weak maps."""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from rollout_core.explanation import Explanation, Prediction
+from rollout_core.summary import summarize
+
+TEXT = "the service was rude and the soup cold"
+
+
+def _words_offsets(text):
+    spans = [(m.start(), m.end()) for m in re.finditer(r"\S+", text)]
+    return [text[s:e] for s, e in spans], spans
+
+
+def _text(scores, *, method="rollout", target="NEGATIVE", description="row of [CLS]; class 'NEGATIVE' (predicted)",
+          truncation=None, settings=None):
+    words, spans = _words_offsets(TEXT)
+    tokens = ["[CLS]", *words, "[SEP]"]
+    n = len(tokens)
+    scores = np.asarray(scores, dtype=float)
+    return Explanation(
+        kind="text", method=method, model_name="m", tokens=tokens,
+        special=np.array([True] + [False] * len(words) + [True]), scores=scores,
+        layer_scores=np.stack([np.full(n, 1 / n), scores]), layer_attention_scores=np.stack([scores, scores]),
+        matrix=None, layer_attention=np.zeros((2, n, n)),
+        settings={"head_fusion": "mean", "model_heads": 12, "start_layer": 0, "task": "text-classification",
+                  **(settings or {})},
+        target_description=description, prediction=[Prediction("NEGATIVE", 0.97, 0), Prediction("POSITIVE", 0.03, 1)],
+        target=target, text=TEXT, offsets=[(0, 0), *spans, (0, 0)], truncation=truncation,
+    )
+
+
+#            [CLS]  the  service was  rude  and  the  soup  cold  [SEP]
+PEAKED = [0.2, 0.02, 0.06, 0.02, 0.25, 0.02, 0.02, 0.05, 0.16, 0.2]
+
+
+def test_top_words_and_their_shares_are_the_renormalised_scores():
+    text = summarize(_text(PEAKED), top_k=2)
+    shown = np.array(PEAKED[1:-1]) / sum(PEAKED[1:-1])  # 0.6 of the raw mass is shown
+    rude, cold = shown[3], shown[7]
+    assert f"'rude' ({100 * rude:.0f}%)" in text and f"'cold' ({100 * cold:.0f}%)" in text
+    assert "'service'" not in text  # top_k=2
+    assert f"together {100 * (rude + cold):.0f}%" in text and "NEGATIVE (97%)" in text
+    assert "rests mostly on" in text  # 0.41 + 0.27 >= half
+    assert "attention rollout through 2 layers, mean over 12 heads" in text and "read from the row of [CLS]" in text
+    assert "Special tokens" not in text  # they took 40%, not most
+    assert "class-agnostic" not in text  # the default, predicted class
+
+
+def test_flat_map_says_so_with_the_uniform_share():
+    flat = [0.1] + [0.1] * 8 + [0.1]
+    flat[4] = 0.11
+    text = summarize(_text(flat))
+    assert "nearly flat" in text and "uniform share of 12%" in text and "1/8 words" in text
+    assert "rests" not in text
+
+
+def test_special_tokens_majority_is_reported_before_renormalisation():
+    scores = [0.7, 0.01, 0.02, 0.01, 0.08, 0.01, 0.01, 0.02, 0.04, 0.1]
+    text = summarize(_text(scores))
+    assert "Special tokens took 80% of the raw mass before renormalisation" in text
+    assert "remaining 20%" in text
+
+
+def test_method_names_class_note_and_truncation():
+    asked = _text(PEAKED, target="POSITIVE", description="row of [CLS]; class 'POSITIVE'")
+    assert "class-agnostic" in summarize(asked) and "asked about class POSITIVE" in summarize(asked)
+    gradient = summarize(_text(PEAKED, method="gradient", target="POSITIVE", description="row of [CLS]; class 'POSITIVE'"))
+    assert "gradient-weighted rollout (class-specific) for class POSITIVE" in gradient and "class-agnostic" not in gradient
+    assert "attention flow through 2 layers" in summarize(_text(PEAKED, method="flow"))
+    assert "raw attention of layer 2" in summarize(_text(PEAKED, method="attention"))
+    assert "raw attention of layer 1," in summarize(_text(PEAKED), layer=0, raw_attention=True)
+    started = summarize(_text(PEAKED, settings={"start_layer": 3}))
+    assert "through 2 layers (layers 4-5)" in started
+    cut = summarize(_text(PEAKED, truncation={"kept_chars": 38, "total_chars": 900, "kept_tokens": 10}))
+    assert "first 38 of 900 characters (10 tokens)" in cut
+
+
+def test_slider_layer_summary_uses_that_layer():
+    text = summarize(_text(PEAKED), layer=0)  # layer_scores[0] is uniform
+    assert "nearly flat" in text and "through 1 layer," in text
+
+
+def _image(values):
+    rows, cols = values.shape
+    n = rows * cols + 1
+    scores = np.concatenate([[0.0], values.ravel()])
+    return Explanation(
+        kind="image", method="rollout", model_name="m", tokens=["[CLS]"] + ["p"] * (n - 1),
+        special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
+        layer_attention_scores=scores[None], matrix=None, layer_attention=np.zeros((1, n, n)),
+        settings={"head_fusion": "mean", "model_heads": 6}, target_description="row of [CLS]",
+        grid=(rows, cols), patch_positions=np.arange(1, n), prediction=None,
+    )
+
+
+def test_image_mass_location_and_top_decile():
+    values = np.full((10, 10), 0.1)
+    values[:3, :3] = 5.0  # top-left corner
+    text = summarize(_image(values))
+    total = values.sum()
+    top10 = np.sort(values.ravel())[::-1][:10].sum() / total
+    top_left = values[:5, :5].sum() / total
+    assert "top-left quarter" in text and f"({100 * top_left:.0f}%)" in text
+    assert f"top 10% of the 10x10 patches (10) hold {100 * top10:.0f}% of the mass" in text
+    assert "peaks at patch row 1, column 1" in text and "no classifier" in text
+
+
+def test_image_flat_and_odd_grid_quarters():
+    assert "nearly flat" in summarize(_image(np.ones((5, 5))))
+    values = np.zeros((3, 3))
+    values[1, 1] = 1.0  # the centre patch: a quarter in each quarter
+    values[0, 2] = 0.2
+    text = summarize(_image(values))
+    total = values.sum()
+    top_right = (0.25 * values[1, 1] + values[0, 2]) / total
+    assert f"no quarter stands out (the largest, top-right, holds {100 * top_right:.0f}%)" in text  # 38% < 40%
