@@ -163,6 +163,8 @@ def test_layer_attention_is_masked_and_row_normalised():
     [
         ({"discard_ratio": 1.0}, "discard_ratio"),
         ({"residual_weight": -1.0}, "residual_weight"),
+        ({"residual_weight": float("nan")}, "residual_weight"),
+        ({"residual_weight": "half"}, "numbers"),
         ({"start_layer": 3}, "selects no layer"),
         ({"head_fusion": "median"}, "head fusion"),
     ],

@@ -70,9 +70,14 @@ def real_token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, dev
 
 
 def _check_options(residual_weight: float, discard_ratio: float) -> None:
-    if not 0.0 <= float(discard_ratio) < 1.0:
+    try:
+        residual, discard = float(residual_weight), float(discard_ratio)
+    except (TypeError, ValueError):
+        raise InputError(f"residual_weight and discard_ratio must be numbers, got {residual_weight!r}, "
+                         f"{discard_ratio!r}") from None
+    if not 0.0 <= discard < 1.0:
         raise InputError(f"discard_ratio must be in [0, 1), got {discard_ratio}")
-    if float(residual_weight) < 0 or not torch.isfinite(torch.tensor(float(residual_weight))):
+    if not 0.0 <= residual < float("inf"):
         raise InputError(f"residual_weight must be a finite number >= 0, got {residual_weight}")
 
 
@@ -107,6 +112,9 @@ def augment_layer(
     attention_mask: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """One layer's Ã from head-fused attention (B, n, n): discard, add residual_weight·I, row-normalise.
+
+    - Discarding zeroes the lowest `discard_ratio` of each matrix's off-diagonal real-token entries
+      (floor of the count, stable ties). The diagonal is never discarded; the [CLS] column can be.
 
     - Padded rows and columns are set to exactly 0 before anything else. A masked softmax gives real
       queries no weight on padded keys, so real tokens get the same Ã as without padding.
