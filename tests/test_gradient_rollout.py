@@ -45,3 +45,17 @@ def test_all_layers_history():
     history = gradient_rollout([A1, A2], [G1, G2], all_layers=True)
     assert history.shape == (2, 1, 2, 2)
     assert torch.allclose(history[0, 0], torch.tensor([[1.6, 0.0], [0.6, 1.0]], dtype=torch.float64))
+
+
+def test_padded_batch_equals_one_by_one_and_float32_accumulation():
+    g = torch.Generator().manual_seed(0)
+    attn = [torch.softmax(torch.randn(2, 3, 5, 5, generator=g), -1) for _ in range(3)]
+    grads = [torch.randn(2, 3, 5, 5, generator=g) for _ in range(3)]
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]])
+    batched = gradient_rollout([a.half() for a in attn], [d.half() for d in grads], attention_mask=mask)
+    assert batched.dtype == torch.float32
+    alone = gradient_rollout([a[1:, :, :3, :3].half() for a in attn], [d[1:, :, :3, :3].half() for d in grads])
+    assert torch.allclose(batched[1, :3, :3], alone[0])
+    assert torch.all(batched[1, 3:] == 0) and torch.all(batched[1, :, 3:] == 0)
+    first = gradient_rollout([a[:1].half() for a in attn], [d[:1].half() for d in grads])
+    assert torch.allclose(batched[0], first[0])
