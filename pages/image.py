@@ -42,26 +42,39 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
     exp = core.run(f"running {name} on {source} and computing {method.method}", core.explain_image, name,
                    allow_pickle, image_bytes, method)
 
+
+
+@st.fragment
+def layer_view(exp: object, opacity: float, scale: str) -> None:
+    """The layer slider with the overlay and the patch grid it drives; a slider move reruns only this part."""
+    layer, raw = views.layer_choice(exp.num_layers)
+    row = views.layer_row(exp, layer, raw)
+    zmax = max(float(exp.score_map(r).max()) for r in (*exp.layer_scores, *exp.layer_attention_scores))
+    what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
+    score_map = exp.score_map(row)
+    st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')
+    a, b = st.columns(2)
+    a.plotly_chart(draw.overlay(exp.image, score_map, opacity=opacity, scale=scale, zmax=zmax,
+                                title=f"Overlay: {what}"), key="overlay")
+    b.plotly_chart(draw.patch_grid(score_map, scale=scale, zmax=zmax, title="Patch grid"), key="grid")
+    sync_url()
+
+
 if exp is not None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp)
         st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
+        views.summary(exp)
     with right:
-        layer, raw = views.layer_choice(exp.num_layers)
-        row = views.layer_row(exp, layer, raw)
-        zmax = max(float(exp.score_map(r).max()) for r in (*exp.layer_scores, *exp.layer_attention_scores))
-        what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
-        score_map = exp.score_map(row)
-        st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')
-        a, b = st.columns(2)
-        over = draw.overlay(exp.image, score_map, opacity=opacity, scale=scale, zmax=zmax, title=f"Overlay: {what}")
-        grid = draw.patch_grid(score_map, scale=scale, zmax=zmax, title="Patch grid")
-        a.plotly_chart(over, key="overlay")
-        b.plotly_chart(grid, key="grid")
-    views.summary(exp)
+        layer_view(exp, opacity, scale)
     st.subheader("Downloads")
-    views.downloads(exp, {"Overlay": lambda: over, "Patch grid": lambda: grid}, key="image")
+    final = exp.score_map()
+    views.downloads(exp, {
+        "Overlay": lambda: draw.overlay(exp.image, final, opacity=opacity, scale=scale, zmax=float(final.max()),
+                                        title="Overlay: final"),
+        "Patch grid": lambda: draw.patch_grid(final, scale=scale, zmax=float(final.max()), title="Patch grid"),
+    }, key="image")
 
 sync_url()

@@ -33,7 +33,7 @@ def token_html(tokens: Sequence[str], scores: np.ndarray, zmax: float, *, marker
               f'background:linear-gradient(to right,{sample_colorscale(SCALE, [0.0])[0]},'
               f'{sample_colorscale(SCALE, [1.0])[0]})"></span> {zmax:.3f} (share of the explained output)</div>')
     return (f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" '
-            f'style="line-height:2.1">{"".join(spans)}{legend}</div>')
+            f'style="line-height:2.1">{" ".join(spans)}{legend}</div>')
 
 
 def bars(tokens: Sequence[str], scores: np.ndarray, zmax: float, title: str) -> go.Figure:
@@ -57,21 +57,33 @@ def heatmap(matrix: np.ndarray, tokens: Sequence[str], title: str, *, zmax: floa
 
 
 def head_grid(heads: np.ndarray, tokens: Sequence[str], layer: int) -> go.Figure:
-    """Small multiples: one (n, n) attention map per head of one layer, one colour scale."""
-    count = heads.shape[0]
+    """Small multiples: one (n, n) attention map per head of one layer, on one colour scale.
+
+    The maps are laid out as tiles of a single heatmap (gaps left blank), which Plotly builds and
+    redraws far faster than one subplot per head; hover names the head and the two tokens.
+    """
+    count, n = heads.shape[0], heads.shape[-1]
     cols = min(count, 6)
     rows = (count + cols - 1) // cols
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=[f"head {h}" for h in range(count)],
-                        horizontal_spacing=0.02, vertical_spacing=0.08)
-    labels = _unique(tokens)
+    gap = max(1, n // 6)
+    size = n + gap
+    tiles = np.full((rows * size - gap, cols * size - gap), np.nan)
+    text = np.full(tiles.shape, "", dtype=object)
+    pairs = np.array([[f"{tokens[i]} ← {tokens[j]}" for j in range(n)] for i in range(n)], dtype=object)
     for h in range(count):
-        fig.add_trace(go.Heatmap(z=heads[h], x=labels, y=labels, coloraxis="coloraxis",
-                                 hovertemplate=f"head {h}: %{{y}} ← %{{x}}: %{{z:.4f}}<extra></extra>"),
-                      row=h // cols + 1, col=h % cols + 1)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    fig.update_layout(coloraxis=dict(colorscale=SCALE, cmin=0, cmax=float(heads.max()) or 1.0),
-                      title=f"Layer {layer}: every head", height=150 * rows + 80, margin=dict(l=10, r=10, t=60, b=10))
+        r, c = divmod(h, cols)
+        tiles[r * size:r * size + n, c * size:c * size + n] = heads[h]
+        text[r * size:r * size + n, c * size:c * size + n] = f"head {h}: " + pairs
+    fig = go.Figure(go.Heatmap(z=tiles, text=text, colorscale=SCALE, zmin=0, zmax=float(np.nanmax(tiles)) or 1.0,
+                               hovertemplate="%{text}: %{z:.4f}<extra></extra>", hoverongaps=False))
+    for h in range(count):
+        r, c = divmod(h, cols)
+        fig.add_annotation(x=c * size + (n - 1) / 2, y=r * size - 0.5, text=f"head {h}", showarrow=False,
+                           yanchor="bottom", font=dict(size=11))
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
+    fig.update_layout(title=f"Layer {layer}: every head (rows = outputs, columns = inputs)",
+                      height=170 * rows + 90, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 

@@ -1,0 +1,194 @@
+"""End to end in headless chromium: the real app, typed text, uploads, the layer slider, two sessions at once.
+
+Also writes the README's screenshots (docs/screenshots/*.png) and the slider re-render timing
+(docs/screenshots/slider_timing.json; printed too: run with -s to see it).
+"""
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollout_core.models import registry
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+SHOTS = ROOT / "docs" / "screenshots"
+LOAD = 120_000  # ms: first visit loads a model in a cold process on a busy machine
+STEP = 30_000
+LAYER = 'input[type=range][aria-label="Layer (cumulative rollout up to this layer)"]'
+MARKUP = "<img src=x onerror=alert(1)> The waiter was rude."
+MOVES = 20
+
+
+def _model(*names: str) -> str:
+    for name in names:
+        if registry.is_available(registry.lookup(name)):
+            return name
+    pytest.skip(f"none of {names} is built: {registry.SETUP_HINT}")
+
+
+@pytest.fixture
+def page(browser: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    tab = context.new_page()
+    tab.dialogs = []
+    tab.on("dialog", lambda dialog: (tab.dialogs.append(dialog.message), dialog.dismiss()))
+    yield tab
+    context.close()
+
+
+def _idle(tab: Any) -> None:
+    """Wait until the script run has finished (Streamlit's running indicator is gone)."""
+    tab.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"] button') && "
+                          "!document.querySelector('[data-testid=\"stStatusWidget\"]')?.innerText.includes('Running')",
+                          timeout=LOAD)
+
+
+def _explain_text(tab: Any, text: str) -> None:
+    box = tab.get_by_label("Text to explain")
+    box.fill(text)
+    box.press("Control+Enter")
+
+
+def _highlight_text(tab: Any) -> str:
+    return tab.locator(".token-highlight").first.inner_text()
+
+
+def _shot(tab: Any, name: str) -> None:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    _idle(tab)
+    tab.wait_for_timeout(800)  # let Plotly finish its transitions
+    tab.screenshot(path=str(SHOTS / name), full_page=True)
+
+
+def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: Any) -> None:
+    model = _model("default-text", "minilm")
+    page.goto(f"{app_url}/text?model={model}", timeout=LOAD)
+    page.wait_for_selector(".token-highlight", timeout=LOAD)
+    _explain_text(page, MARKUP)
+    page.wait_for_function("() => document.querySelector('.token-highlight')?.innerText.includes('alert')",
+                           timeout=LOAD)
+    _idle(page)
+    shown = _highlight_text(page)
+    assert "<" in shown and "alert" in shown and ">" in shown  # shown as text ...
+    assert page.locator(".token-highlight img").count() == 0  # ... not turned into an element
+    assert page.locator("img[src=x]").count() == 0
+    page.wait_for_timeout(500)
+    assert page.dialogs == []
+    assert page.get_by_test_id("stMetric").count() >= 1
+    _explain_text(page, "The food was cold and the waiter was rude.")
+    page.wait_for_function("() => !document.querySelector('.token-highlight')?.innerText.includes('alert')",
+                           timeout=LOAD)
+    _shot(page, "text.png")
+
+
+def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
+    model = _model("default-text", "minilm")
+    page.goto(f"{app_url}/text?model={model}", timeout=LOAD)
+    page.wait_for_selector(".token-highlight", timeout=LOAD)
+    _idle(page)
+    slider = page.locator(LAYER)
+    top = int(slider.get_attribute("max"))
+    assert top > 1
+    slider.focus()
+    layer, direction, times = top, -1, []
+    for _ in range(MOVES):
+        if not 1 <= layer + direction <= top:
+            direction = -direction
+        layer += direction
+        start = time.perf_counter()
+        slider.press("ArrowLeft" if direction < 0 else "ArrowRight")
+        page.wait_for_function(
+            "k => document.querySelector(`.token-highlight[data-view='layer-${k}-cum']`) && "
+            "[...document.querySelectorAll('.gtitle')].some(t => t.textContent.endsWith(`up to layer ${k}`))",
+            arg=layer, timeout=STEP, polling="raf")
+        times.append((time.perf_counter() - start) * 1000)
+    assert page.url.endswith(f"layer={layer}") or f"layer={layer}" in page.url or layer == top  # kept in the URL
+    ordered = sorted(times)
+    result = {"model": model, "moves": MOVES, "median_ms": round(statistics.median(times), 1),
+              "p95_ms": round(ordered[max(0, int(round(0.95 * len(ordered))) - 1)], 1),
+              "max_ms": round(ordered[-1], 1), "all_ms": [round(t, 1) for t in times],
+              "measured": "key press on the layer slider -> token highlight and bar chart show the new layer"}
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    (SHOTS / "slider_timing.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nslider re-render over {MOVES} moves on {model}: median {result['median_ms']} ms, "
+          f"p95 {result['p95_ms']} ms, max {result['max_ms']} ms")
+
+
+def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -> None:
+    from PIL import Image
+
+    model = _model("default-image", "dinov2-small")
+    page.goto(f"{app_url}/image?model={model}", timeout=LOAD)
+    page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
+    picture = tmp_path / "upload.png"
+    Image.new("RGB", (90, 60), (20, 120, 220)).save(picture)
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(picture))
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stFileUploaderFileName\"]')]"
+                           ".some(e => e.innerText.includes('upload.png'))", timeout=LOAD)
+    _idle(page)
+    page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+    # a non-image upload: a message, and the page still works
+    junk = tmp_path / "junk.png"
+    junk.write_bytes(b"definitely not an image")
+    page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(junk))
+    page.get_by_test_id("stAlertContentError").first.wait_for(timeout=LOAD)
+    page.locator('[data-testid="stFileUploaderDeleteBtn"] button').first.click()
+    page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
+    _idle(page)
+    slider = page.locator(LAYER)
+    slider.focus()
+    slider.press("Home")
+    page.wait_for_selector(".image-view[data-view='layer-1-cum']", state="attached", timeout=STEP)
+    slider.press("End")
+    page.wait_for_selector(f".image-view[data-view='layer-{slider.get_attribute('max')}-cum']", state="attached",
+                           timeout=STEP)
+    _shot(page, "image.png")
+
+
+def test_compare_page(app_url: str, page: Any) -> None:
+    model = _model("default-text", "minilm")
+    page.goto(f"{app_url}/compare?model={model}&text=The+food+was+cold+and+the+waiter+was+rude.", timeout=LOAD)
+    page.wait_for_function("() => document.querySelectorAll('.token-highlight').length === 2", timeout=LOAD)
+    _idle(page)
+    assert page.get_by_test_id("stAlertContentError").count() == 0
+    _shot(page, "compare.png")
+
+
+def test_evaluate_page(app_url: str, page: Any) -> None:
+    model = _model("default-text")
+    page.goto(f"{app_url}/evaluate?model={model}&methods=rollout", timeout=LOAD)
+    page.get_by_role("button", name="Evaluate this input").click()
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=LOAD)
+    _shot(page, "evaluate.png")
+
+
+def test_two_sessions_at_once_stay_separate(app_url: str, browser: Any) -> None:
+    first_model = _model("default-text", "minilm")
+    runs = [(first_model, "The soup was bland and the staff ignored us."),
+            ("minilm", "Sunflowers grow tall in the summer garden.")]
+    contexts = [browser.new_context(viewport={"width": 1200, "height": 900}) for _ in runs]
+    try:
+        tabs = [c.new_page() for c in contexts]
+        for tab, (model, text) in zip(tabs, runs):  # start both before waiting for either
+            tab.goto(f"{app_url}/text?model={model}&text={text.replace(' ', '+')}", wait_until="commit",
+                     timeout=LOAD)
+        for tab, (model, text) in zip(tabs, runs):
+            tab.wait_for_function("w => document.querySelector('.token-highlight')?.innerText.includes(w)",
+                                  arg=text.split()[1].lower(), timeout=LOAD)
+            _idle(tab)
+        for tab, (model, text), (_, other) in zip(tabs, runs, runs[::-1]):
+            shown = _highlight_text(tab).lower()
+            assert all(word.strip(".").lower() in shown for word in text.split()[1:3])
+            assert not any(word.strip(".").lower() in shown for word in other.split()[1:3])
+            assert model in tab.get_by_test_id("stSidebar").inner_text()
+    finally:
+        for context in contexts:
+            context.close()
