@@ -1,6 +1,7 @@
 """Figures drawn from hand-built explanations: escaping, colours, hover values, orientation, shared scales."""
 from __future__ import annotations
 
+import base64
 import html
 import io
 import json
@@ -43,7 +44,7 @@ def _image_expl(values: np.ndarray, image: np.ndarray | None = None):
         special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
         layer_attention_scores=scores[None], matrix=None, layer_attention=np.eye(n)[None], settings={},
         target_description="row of [CLS]", grid=(rows, cols), patch_positions=np.arange(1, n),
-        image=np.zeros((rows * 10, cols * 10, 3), np.uint8) if image is None else image,
+        image=np.broadcast_to(np.array([200, 50, 10], np.uint8), (rows * 10, cols * 10, 3)).copy() if image is None else image,
     )
 
 
@@ -142,16 +143,19 @@ def test_matrix_rows_are_queries_and_specials_hide_or_grey():
     expl.matrix = np.arange(16, dtype=float).reshape(4, 4) / 16  # M[i, j] distinct
     fig = F.matrix_heatmap(expl, specials="show")
     z = np.asarray(fig.data[0].z, dtype=float)
-    np.testing.assert_array_equal(z, expl.matrix)
-    assert list(fig.data[0].customdata[1][2]) == ["p", "q"]  # row 1 = output p, column 2 = input q
+    np.testing.assert_allclose(z, expl.matrix, rtol=1e-6)
+    assert list(fig.data[0].y) == tokens and list(fig.data[0].x) == tokens  # z[i][j]: output y[i], input x[j]
+    assert "output %{y}" in fig.data[0].hovertemplate and "input %{x}" in fig.data[0].hovertemplate
+    repeated = _text_expl(["[CLS]", "p", "p", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.2, 0.1], "p p")
+    assert list(F.matrix_heatmap(repeated, specials="hide").data[0].x) == ["p", "p (2)"]  # one slot per position
     assert fig.layout.yaxis.autorange == "reversed" and "query" in fig.layout.yaxis.title.text
     hidden = F.matrix_heatmap(expl, specials="hide")
-    np.testing.assert_array_equal(np.asarray(hidden.data[0].z, dtype=float), expl.matrix[1:3, 1:3])
+    np.testing.assert_allclose(np.asarray(hidden.data[0].z, dtype=float), expl.matrix[1:3, 1:3], rtol=1e-6)
     grey = F.matrix_heatmap(expl, specials="grey")
     main, greyed = (np.asarray(t.z, dtype=float) for t in grey.data)
     assert np.isnan(main[0]).all() and np.isnan(main[:, 3]).all()
-    np.testing.assert_array_equal(main[1:3, 1:3], expl.matrix[1:3, 1:3])
-    np.testing.assert_array_equal(greyed[0], expl.matrix[0])
+    np.testing.assert_allclose(main[1:3, 1:3], expl.matrix[1:3, 1:3], rtol=1e-6)
+    np.testing.assert_allclose(greyed[0], expl.matrix[0], rtol=1e-6)
     assert grey.data[0].zmax == pytest.approx(expl.matrix[1:3, 1:3].max())  # scale not eaten by specials
 
 
@@ -161,10 +165,10 @@ def test_head_grid_one_trace_per_head_on_one_scale_and_single_head():
     fig = F.head_grid(expl, 1, specials="show")
     assert len(fig.data) == 3 and all(t.coloraxis == "coloraxis" for t in fig.data)
     for h in range(3):
-        np.testing.assert_array_equal(np.asarray(fig.data[h].z, dtype=float), expl.head_attention[1, h])
+        np.testing.assert_allclose(np.asarray(fig.data[h].z, dtype=float), expl.head_attention[1, h], rtol=1e-6)
     assert fig.layout.coloraxis.cmax == pytest.approx(expl.head_attention[1].max())
     one = F.matrix_heatmap(expl, layer=1, head=2, specials="show")
-    np.testing.assert_array_equal(np.asarray(one.data[0].z, dtype=float), expl.head_attention[1, 2])
+    np.testing.assert_allclose(np.asarray(one.data[0].z, dtype=float), expl.head_attention[1, 2], rtol=1e-6)
     expl.head_attention = None
     with pytest.raises(InputError, match="keep_heads"):
         F.head_grid(expl, 0)
@@ -200,7 +204,10 @@ def test_overlay_opacity_colormap_and_exact_patch_values():
     assert cells.opacity == 0.3 and cells.colorscale[0][1].lower().startswith(("rgb(0", "#000"))
     np.testing.assert_allclose(np.asarray(cells.z, dtype=float), expl.score_map())
     assert "%{z:.6g}" in cells.hovertemplate
-    np.testing.assert_array_equal(fig.data[0].z, expl.image)
+    payload = base64.b64decode(fig.data[0].source.split(",", 1)[1])
+    with Image.open(io.BytesIO(payload)) as drawn:
+        assert drawn.mode == "RGB"
+        np.testing.assert_array_equal(np.asarray(drawn), expl.image)  # same pixels, channels not swapped
 
 
 def test_comparison_shares_one_scale_and_difference_is_centred():

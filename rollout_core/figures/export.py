@@ -49,7 +49,7 @@ def raster_png(fig: go.Figure) -> bytes:
     if not image_traces and not heatmaps:
         raise RolloutError("PNG export of this figure needs kaleido with Chrome/Chromium, which could not run here.")
     if image_traces:
-        canvas = np.asarray(image_traces[0].z, dtype=np.float64)[..., :3]
+        canvas = _image_pixels(image_traces[0])
     else:
         rows, cols = np.asarray(heatmaps[0].z, dtype=np.float64).shape
         cell = max(1, _FALLBACK_SIDE // max(rows, cols))
@@ -119,6 +119,19 @@ def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes
     return kaleido.calc_fig_sync(
         fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kopts,
     )
+
+
+def _image_pixels(trace: go.Image) -> np.ndarray:
+    """(H, W, 3) float pixels of an Image trace, from its `z` array or its data-URI `source`."""
+    if trace.z is not None:
+        return np.asarray(trace.z, dtype=np.float64)[..., :3]
+    import base64
+
+    from PIL import Image
+
+    payload = trace.source.split(",", 1)[1]
+    with Image.open(io.BytesIO(base64.b64decode(payload))) as image:
+        return np.asarray(image.convert("RGB"), dtype=np.float64)
 
 
 def _colour_cells(fig: go.Figure, trace: go.Heatmap) -> tuple[np.ndarray, np.ndarray]:

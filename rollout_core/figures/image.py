@@ -46,7 +46,7 @@ def image_overlay(
     rows, cols = values.shape
     top = positive_max(values) if zmax is None else float(zmax)
     dy, dx = height / rows, width / cols
-    fig = go.Figure(go.Image(z=image, hoverinfo="skip", name="image"))
+    fig = go.Figure(go.Image(source=png_data_uri(image), hoverinfo="skip", name="image"))
     scale = dict(colorscale=colormap, zmin=0.0, zmax=top)
     if smooth:
         fig.add_trace(go.Heatmap(z=_bilinear(values, height, width), opacity=float(opacity), hoverinfo="skip",
@@ -86,6 +86,18 @@ def grid_figure(values: np.ndarray, *, title: str, colormap: str, zmin: float, z
     fig.update_yaxes(title="patch row", autorange="reversed", scaleanchor="x", constrain="domain")
     fig.update_layout(title=title, height=420, margin=dict(l=50, r=10, t=40, b=40))
     return fig
+
+
+def png_data_uri(image: np.ndarray) -> str:
+    """(H, W, 3) uint8 RGB as a PNG data URI: lossless, and far lighter for the browser than a pixel array."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8)[..., :3], mode="RGB").save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
 def _rowcol(rows: int, cols: int) -> np.ndarray:

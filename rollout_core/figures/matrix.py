@@ -14,7 +14,6 @@ from rollout_core.figures._common import (
     clean_token,
     model_layer,
     positive_max,
-    tick_axis,
 )
 
 SPECIALS = ("grey", "hide", "show")
@@ -45,8 +44,8 @@ def matrix_heatmap(
     labels = _labels(expl, specials)
     fig.update_layout(
         title=title,
-        xaxis=dict(title="input token (key, column j)", side="bottom", **tick_axis(labels)),
-        yaxis=dict(title="output token (query, row i)", autorange="reversed", **tick_axis(labels)),
+        xaxis=dict(title="input token (key, column j)", type="category"),
+        yaxis=dict(title="output token (query, row i)", autorange="reversed", type="category"),
         height=max(380, min(900, 14 * len(labels) + 160)),
         margin=dict(l=80, r=10, t=40, b=80),
     )
@@ -129,7 +128,15 @@ def _kept(expl: Explanation, specials: str) -> np.ndarray:
 
 
 def _labels(expl: Explanation, specials: str) -> list[str]:
-    return [clean_token(expl.tokens[i]) for i in _kept(expl, specials)]
+    """Category labels of the kept positions; a repeated token gets " (2)", " (3)"... so that each
+    position keeps its own row and column (Plotly merges equal categories)."""
+    seen: dict[str, int] = {}
+    out = []
+    for i in _kept(expl, specials):
+        token = clean_token(expl.tokens[i])
+        seen[token] = seen.get(token, 0) + 1
+        out.append(token if seen[token] == 1 else f"{token} ({seen[token]})")
+    return out
 
 
 def _cells(
@@ -139,20 +146,20 @@ def _cells(
     """The main heatmap trace (on the colour scale) and, for "grey", one grey trace of the special cells."""
     keep = _kept(expl, specials)
     sub = values[np.ix_(keep, keep)]
-    labels = [clean_token(expl.tokens[i]) for i in keep]
-    custom = np.array([[[labels[i], labels[j]] for j in range(len(keep))] for i in range(len(keep))], dtype=object)
+    labels = _labels(expl, specials)
+    where = dict(x=labels, y=labels)
+    pair = "output %{y} \u2190 input %{x}"
     special = np.asarray(expl.special, dtype=bool)[keep]
     grey_mask = (special[:, None] | special[None, :]) if specials == "grey" else np.zeros(sub.shape, dtype=bool)
-    on_scale = np.where(grey_mask, np.nan, sub)
+    on_scale = np.where(grey_mask, np.nan, sub).astype(np.float32)  # float32: 7 digits, half the bytes to send
     top = float(zmax) if zmax is not None else positive_max(on_scale[~grey_mask] if (~grey_mask).any() else sub)
-    hover = f"output %{{customdata[0]}} \u2190 input %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra>{name}</extra>"
+    hover = f"{pair}: %{{z:{HOVER_FORMAT}}}<extra>{name}</extra>"
     axis = dict(coloraxis=coloraxis) if coloraxis else dict(colorscale=colorscale, zmin=0.0, zmax=top)
-    traces = [go.Heatmap(z=on_scale, customdata=custom, hovertemplate=hover, name=name, hoverongaps=False, **axis)]
+    traces = [go.Heatmap(z=on_scale, hovertemplate=hover, name=name, hoverongaps=False, **where, **axis)]
     if grey_mask.any():
         traces.append(go.Heatmap(
-            z=np.where(grey_mask, sub, np.nan), customdata=custom, colorscale=_GREY_SCALE, showscale=False,
-            hoverongaps=False, name=f"{name} (special)",
-            hovertemplate=f"output %{{customdata[0]}} \u2190 input %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}"
-            "<extra>special token (grey)</extra>",
+            z=np.where(grey_mask, sub, np.nan).astype(np.float32), colorscale=_GREY_SCALE, showscale=False, hoverongaps=False,
+            name=f"{name} (special)", hovertemplate=f"{pair}: %{{z:{HOVER_FORMAT}}}<extra>special token (grey)</extra>",
+            **where,
         ))
     return traces
