@@ -119,7 +119,10 @@ def _load(name: str | None, modality: str, allow_pickle: bool) -> Any:
 
 
 def _cmd_text(args: argparse.Namespace) -> int:
-    text = sys.stdin.read() if args.text == "-" else args.text
+    try:
+        text = sys.stdin.read() if args.text == "-" else args.text
+    except UnicodeDecodeError as err:
+        raise InputError(f"the text on stdin is not valid UTF-8 (byte {err.start}); convert it to UTF-8") from None
     labels = None
     if args.labels is not None:
         labels = [x.strip() for x in args.labels.split(",") if x.strip()]

@@ -72,10 +72,10 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 
 def run_cli_cases(
-    cases: Sequence[tuple[Sequence[str], str | None]], workdir: Path, *, warm: Sequence[Path] = (),
+    cases: Sequence[tuple[Sequence[str], str | bytes | None]], workdir: Path, *, warm: Sequence[Path] = (),
     env: dict[str, str] | None = None, timeout: float = 240,
 ) -> list[CliResult]:
-    """Run each (argv, stdin text or None) as `python -m rollout_core *argv`; results in order.
+    """Run each (argv, stdin text, bytes or None) as `python -m rollout_core *argv`; results in order.
 
     `warm`: model folders loaded once in the parent (then forgotten) so that children start fast.
     """
@@ -85,7 +85,7 @@ def run_cli_cases(
         stdin_path = None
         if stdin is not None:
             stdin_path = workdir / f"case{i}.in"
-            stdin_path.write_text(stdin, encoding="utf-8")
+            stdin_path.write_bytes(stdin if isinstance(stdin, bytes) else stdin.encode("utf-8"))
         specs.append({"argv": list(argv), "stdin": None if stdin_path is None else str(stdin_path),
                       "out": str(workdir / f"case{i}.out"), "err": str(workdir / f"case{i}.err")})
     cases_file, warm_file = workdir / "cases.json", workdir / "warm.json"

@@ -46,6 +46,7 @@ class TextCase:
     text: str
     error: str | None = None  # a fragment of the InputError message; None = explained
     truncated: bool = False
+    on_page: bool = True  # a browser sends UTF-8: lone surrogates only come from argv or Python callers
 
 
 LONG_PASTE = ("The cat sat on the mat. It was not a bad film, but the plot was boring! " * 1400)[:100_000]
@@ -55,6 +56,7 @@ TEXT_CASES = [
     TextCase("empty", "", error="empty"),
     TextCase("whitespace-only", "  \n\t \r\n  ", error="empty"),
     TextCase("invisible-only", "\u200b\u200d\ufeff", error="no characters"),  # zero-width chars: no token
+    TextCase("lone-surrogate", "caf\udcff", error="not valid Unicode", on_page=False),  # undecodable argv byte
     TextCase("special-characters-only", "!!! ??? ... #$%^&*()_+ ~~~ ///"),
     TextCase("emoji-and-mixed-scripts", "🙂👍🏽 日本語のテキスト and English, русский, العربية, עברית, cafe\u0301"),
     TextCase("100k-character-paste", LONG_PASTE, truncated=True),
@@ -219,9 +221,12 @@ def test_image_case_core(case: ImageCase, tiny_handle: Callable[[str], Any]) -> 
 
 def test_every_case_through_the_cli(tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
     bert, vit = tiny_model_dir("bert"), tiny_model_dir("vit")
-    runs: list[tuple[list[str], str | None]] = []
-    for case in TEXT_CASES:  # the text through stdin: a 100,000-character paste does not fit every argv
-        runs.append((["text", "--model", str(bert), "--text", "-", "--json"], case.text))
+    runs: list[tuple[list[str], str | bytes | None]] = []
+    for case in TEXT_CASES:  # the text through stdin (a 100,000-character paste does not fit every argv),
+        if case.on_page:  # except what only an argument can carry
+            runs.append((["text", "--model", str(bert), "--text", "-", "--json"], case.text))
+        else:
+            runs.append((["text", "--model", str(bert), "--text", case.text, "--json"], None))
     images = tmp_path / "images"
     images.mkdir()
     env_bomb = ImageCase("bomb-above-configured-limit", "bomb36m.png", lambda: _bomb_png(6000, 6000),
@@ -232,6 +237,7 @@ def test_every_case_through_the_cli(tiny_model_dir: Callable[[str], Path], tmp_p
         path.write_bytes(case.make() if case is env_bomb else image_bytes(case.id))
         runs.append((["image", "--model", str(vit), "--image", str(path), "--json"], None))
     runs.append((["image", "--model", str(vit), "--image", str(images / "missing.png")], None))
+    runs.append((["text", "--model", str(bert), "--text", "-"], "café".encode("latin-1")))  # not UTF-8
     results = run_cli_cases(runs, tmp_path / "cli", warm=[bert, vit],
                             env=cli_env(ROLLOUT_MAX_IMAGE_PIXELS=str(CLI_PIXEL_LIMIT)))
 
@@ -253,7 +259,8 @@ def test_every_case_through_the_cli(tiny_model_dir: Callable[[str], Path], tmp_p
         except AssertionError as err:
             failures.append(f"{case.id}: {err}")
     assert not failures, "\n".join(failures)
-    assert_one_error_line(results[-1], "no such image file")
+    assert_one_error_line(results[-2], "no such image file")
+    assert_one_error_line(results[-1], "not valid UTF-8")
 
 
 # ----------------------------------------------------------------------------------------------
@@ -279,7 +286,7 @@ def _html(at: AppTest) -> str:
 def test_every_text_case_on_the_text_page(tiny_model_dir: Callable[[str], Path], fresh_page_caches: None) -> None:
     at = _page("pages/text.py", model=str(tiny_model_dir("bert")), text="the cat sat")
     failures = []
-    for case in TEXT_CASES:
+    for case in [c for c in TEXT_CASES if c.on_page]:
         at.text_area(key="text").set_value(case.text).run()
         try:
             assert not at.exception, [e.value for e in at.exception]

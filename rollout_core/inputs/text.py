@@ -43,6 +43,11 @@ def normalise_text(text: Any) -> str:
     """NFC-normalised text with Windows line ends unified; InputError when there is nothing to explain."""
     if not isinstance(text, str):
         raise InputError(f"the text must be a string, not {type(text).__name__}")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as err:  # lone surrogates, e.g. undecodable bytes in a command-line argument
+        raise InputError(f"the text is not valid Unicode (character {err.start} is a lone surrogate); "
+                         "save or pass it as UTF-8") from None
     text = unicodedata.normalize("NFC", text.replace("\r\n", "\n"))
     if not text.strip():
         raise InputError("the text is empty: type or paste some text to explain")
