@@ -278,3 +278,51 @@ def test_csv_and_json_downloads_carry_the_scores():
     np.testing.assert_allclose(frame["rollout_after_layer_1"], expl.layer_scores[0], rtol=1e-8)
     out = json.loads(F.scores_json(expl))
     assert out["display_scores"] == [0.75, 0.25] and out["text"] == text
+
+
+# --- on explanations of tiny random-weight models (real tokenizers, offsets and image processors) ---
+
+SENTENCE = 'The soup <img src=x onerror=alert(1)> was "cold", unbelievably.'
+
+
+@pytest.mark.parametrize("kind", ["bert", "roberta"])
+def test_real_tokenizer_highlight_shows_the_original_text_escaped(tiny_handle, kind):
+    from rollout_core import explain_text
+
+    expl = explain_text(tiny_handle(kind), SENTENCE, keep_heads=True)
+    markup = F.token_highlight_html(expl)
+    parsed = _parse(markup)
+    assert set(parsed.tags) <= {"div", "span"} and "<img" not in markup
+    assert "".join(parsed.text).startswith(SENTENCE)  # the characters, not wordpieces or "Ġ" markers
+    for fig in (F.score_bar(expl, level="word"), F.matrix_heatmap(expl), F.head_grid(expl, 0),
+                F.matrix_heatmap(expl, layer=0, head=1), F.score_bar(expl, layer=0, raw_attention=True)):
+        assert fig.data
+
+
+def test_two_real_tokenizers_compare_per_word(tiny_handle):
+    from rollout_core import explain_text
+
+    a, b = (explain_text(tiny_handle(kind), SENTENCE) for kind in ("bert", "roberta"))
+    fig = F.comparison_figure(a, b)
+    words = [m.group() for m in re.finditer(r"\w+(?:'\w+)*|[^\w\s]", SENTENCE)]
+    assert list(fig.data[0].customdata[0]) == words
+    assert F.difference_figure(a, b).data[0].y.shape == (len(words),)
+
+
+def test_non_square_real_grid_keeps_rows_as_image_rows(tiny_handle):
+    from rollout_core import explain_image
+
+    handle = tiny_handle("vit-wide")
+    image = np.zeros((32, 48, 3), np.uint8)
+    image[:16, 24:] = (255, 0, 0)  # top-right red quarter
+    expl = explain_image(handle, image)
+    rows, cols = expl.grid
+    assert rows < cols  # 32 x 48 pixels: fewer patch rows than columns
+    assert np.asarray(F.patch_heatmap(expl).data[0].z).shape == (rows, cols)
+    overlay = F.image_overlay(expl)
+    cells = overlay.data[-1]
+    height, width = expl.image.shape[:2]
+    assert cells.x0 - cells.dx / 2 == pytest.approx(-0.5) and cells.x0 + (cols - 0.5) * cells.dx == pytest.approx(width - 0.5)
+    assert cells.y0 - cells.dy / 2 == pytest.approx(-0.5) and cells.y0 + (rows - 0.5) * cells.dy == pytest.approx(height - 0.5)
+    drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(overlay.data[0].source.split(",", 1)[1]))))
+    assert drawn[2, -3, 0] > 150 and drawn[2, -3, 2] < 100 and drawn[-3, 2].sum() < 200  # red stays top-right
