@@ -103,6 +103,8 @@ def test_original_text_spans_are_drawn_not_wordpieces():
     assert "".join(parsed.text).split("0")[0].startswith(text)  # the legend follows the text
     word_level = _parse(F.token_highlight_html(expl, level="word"))
     assert [s["title"].split(":")[0] for s in word_level.spans] == ["Unbelievable", ",", "she", "said", "."]
+    with_special = "".join(_parse(F.token_highlight_html(expl, level="word", show_special=True)).text)
+    assert with_special.startswith(f"[CLS] {text} [SEP]")
 
 
 def test_colour_is_monotone_in_score_and_hover_values_are_exact():

@@ -137,8 +137,11 @@ def _segments(expl: Explanation, scores: np.ndarray, level: str) -> list[tuple[s
     """(kind, start, end, label, value) in reading order: "special" (raw score) and "token"/"word" pieces."""
     if level == "word":
         words = [("word", s, e, w, v) for w, s, e, v in word_scores(expl, scores)]
+        shown = expl.display_positions()
+        first = shown[0] if shown.size else len(expl.tokens)
         specials = [("special", 0, 0, expl.tokens[i], float(scores[i])) for i in np.flatnonzero(expl.special)]
-        return specials + words
+        leading = [sp for sp, i in zip(specials, np.flatnonzero(expl.special)) if i < first]
+        return leading + words + specials[len(leading):]  # [CLS] before the words, [SEP]/padding after
     shown = dict(zip(expl.display_positions().tolist(), expl.display_scores(scores).tolist()))
     spans = {pos: (s, e) for pos, s, e in token_spans(expl)}
     out = []
