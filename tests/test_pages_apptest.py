@@ -84,7 +84,7 @@ def count_calls(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], list[int]]:
 
 
 def test_text_page_default_model_predicts_and_highlights() -> None:
-    at = page("pages/text.py", model=default("default-text"), text="The food was cold and the waiter was rude.")
+    at = page("app_pages/text.py", model=default("default-text"), text="The food was cold and the waiter was rude.")
     assert_clean(at)
     assert not at.error, texts(at.error)
     prediction = at.get("metric")[0]
@@ -95,7 +95,7 @@ def test_text_page_default_model_predicts_and_highlights() -> None:
 
 
 def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/text.py", model=str(tiny_model_dir("bert")), text=MARKUP)
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text=MARKUP)
     assert_clean(at)
     body = html_of(at)
     assert "<img" not in body  # no element made from the user's text
@@ -104,7 +104,7 @@ def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> Non
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])
 def test_empty_text_gives_a_message_and_the_page_keeps_working(text: str, tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/text.py", model=str(tiny_model_dir("bert")), text="x")
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="x")
     at.text_area(key="text").set_value(text).run()
     assert_clean(at)
     assert at.error and "text" in at.error[0].value.lower()
@@ -114,14 +114,14 @@ def test_empty_text_gives_a_message_and_the_page_keeps_working(text: str, tiny_m
 
 
 def test_long_text_is_truncated_with_a_note(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/text.py", model=str(tiny_model_dir("bert")), text="x")
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="x")
     at.text_area(key="text").set_value("good " * 5000).run()
     assert_clean(at)
     assert any("longer than the model's limit" in w for w in texts(at.warning))
 
 
 def test_model_that_fails_to_load(tmp_path: Path) -> None:
-    at = page("pages/text.py", model=str(tmp_path / "no-such-model"))
+    at = page("app_pages/text.py", model=str(tmp_path / "no-such-model"))
     assert_clean(at)
     assert at.error, "a missing model must say so"
     assert at.sidebar.selectbox(key="model_choice").value == "other"  # the picker is still there to fix it
@@ -131,7 +131,7 @@ def test_model_that_fails_to_load(tmp_path: Path) -> None:
 
 
 def test_unsupported_architecture_is_refused_clearly(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/image.py", model=str(tiny_model_dir("swin")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("swin")))
     assert_clean(at)
     assert at.error and "window" in at.error[0].value.lower()
 
@@ -144,7 +144,7 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
         raise ValueError("internal detail")
 
     monkeypatch.setattr(explain, "explain_text", broken)
-    at = page("pages/text.py", model=str(tiny_model_dir("bert")))
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")))
     assert_clean(at)
     assert "Unexpected error" in at.error[0].value and "internal detail" not in at.error[0].value
     assert "internal detail" in "".join(c.value for c in at.expander[0].code)
@@ -153,7 +153,7 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
 def test_slider_and_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
                                                           tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_text")
-    at = page("pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(at)
     assert len(calls) == 1
     shown = html_of(at)
@@ -170,7 +170,7 @@ def test_slider_and_display_options_never_rerun_the_model(count_calls: Callable[
 
 def test_settings_round_trip_through_the_query_string(tiny_model_dir: Callable[[str], Path]) -> None:
     model = str(tiny_model_dir("bert"))
-    at = page("pages/text.py", model=model, method="flow", residual="0.5", discard="0.1", start="1",
+    at = page("app_pages/text.py", model=model, method="flow", residual="0.5", discard="0.1", start="1",
               layer="1", text="a bad film")
     assert_clean(at)
     assert at.sidebar.selectbox(key="method").value == "flow"
@@ -186,7 +186,7 @@ def test_settings_round_trip_through_the_query_string(tiny_model_dir: Callable[[
     assert "residual" not in at.query_params
     # a new session with the resulting URL shows the same view
     query = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
-    again = page("pages/text.py", **query)
+    again = page("app_pages/text.py", **query)
     assert again.sidebar.selectbox(key="fusion").value == "max"
     assert again.sidebar.selectbox(key="method").value == "flow"
     assert html_of(again) == html_of(at)
@@ -197,7 +197,7 @@ def test_settings_round_trip_through_the_query_string(tiny_model_dir: Callable[[
 
 
 def test_image_page_bundled_example(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/image.py", model=str(tiny_model_dir("vit")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric")[0].value in ("circle", "square", "triangle")
@@ -205,7 +205,7 @@ def test_image_page_bundled_example(tiny_model_dir: Callable[[str], Path]) -> No
 
 
 def test_backbone_says_it_has_no_classifier(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/image.py", model=str(tiny_model_dir("dinov2")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")))
     assert_clean(at)
     assert any("no classifier" in i for i in texts(at.info))
 
@@ -217,7 +217,7 @@ def test_backbone_says_it_has_no_classifier(tiny_model_dir: Callable[[str], Path
 ])
 def test_bad_uploads_give_a_message_and_the_page_keeps_working(name: str, content: bytes, mime: str,
                                                                tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/image.py", model=str(tiny_model_dir("vit")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.file_uploader(key="upload").set_value((name, content, mime)).run()
     assert_clean(at)
     assert at.error, f"{name} must be refused with a message"
@@ -229,7 +229,7 @@ def test_bad_uploads_give_a_message_and_the_page_keeps_working(name: str, conten
 def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
     rgba = np.zeros((50, 70, 4), np.uint8)
     rgba[10:30, 20:40] = (255, 0, 0, 255)
-    at = page("pages/image.py", model=str(tiny_model_dir("vit")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.file_uploader(key="upload").set_value(("red.png", png(rgba), "image/png")).run()
     assert_clean(at)
     assert not at.error and len(at.get("plotly_chart")) == 2
@@ -238,7 +238,7 @@ def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
 def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
                                                      tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_image")
-    at = page("pages/image.py", model=str(tiny_model_dir("vit")))
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.slider(key="opacity").set_value(0.2).run()
     at.selectbox(key="cmap").set_value("Viridis").run()
     at.slider(key="layer").set_value(1).run()
@@ -251,14 +251,14 @@ def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str]
 
 
 def test_compare_one_model_two_methods(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/compare.py", model=str(tiny_model_dir("bert")), text="a good film")
+    at = page("app_pages/compare.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert html_of(at).count("token-highlight") == 2
 
 
 def test_compare_two_models_with_different_tokenizers(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/compare.py", mode="models", model=str(tiny_model_dir("bert")),
+    at = page("app_pages/compare.py", mode="models", model=str(tiny_model_dir("bert")),
               model_b=str(tiny_model_dir("roberta")), text="a good film")
     assert_clean(at)
     assert not at.error, texts(at.error)
@@ -266,7 +266,7 @@ def test_compare_two_models_with_different_tokenizers(tiny_model_dir: Callable[[
 
 
 def test_evaluate_page_runs_one_input(tiny_model_dir: Callable[[str], Path]) -> None:
-    at = page("pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a good film")
+    at = page("app_pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(at)
     at.button[0].click().run()
     assert_clean(at)

@@ -130,7 +130,7 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     picture = tmp_path / "upload.png"
     Image.new("RGB", (90, 60), (20, 120, 220)).save(picture)
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(picture))
-    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stFileUploaderFileName\"]')]"
+    page.wait_for_function("() => [...document.querySelectorAll('[data-testid=\"stFileChipName\"]')]"
                            ".some(e => e.innerText.includes('upload.png'))", timeout=LOAD)
     _idle(page)
     page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
@@ -140,7 +140,7 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     junk.write_bytes(b"definitely not an image")
     page.locator('[data-testid="stFileUploaderDropzoneInput"]').set_input_files(str(junk))
     page.get_by_test_id("stAlertContentError").first.wait_for(timeout=LOAD)
-    page.locator('[data-testid="stFileUploaderDeleteBtn"] button').first.click()
+    page.locator('[data-testid="stFileChipDeleteBtn"]').first.click()
     page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
     _idle(page)
     slider = page.locator(LAYER)

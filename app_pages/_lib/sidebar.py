@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import streamlit as st
 
-from pages._lib.core import Method
-from pages._lib.state import param
+from app_pages._lib.core import Method
+from app_pages._lib.state import param
 from rollout_core.models import registry
 
 OTHER = "other"

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from pages._lib.state import param
+from app_pages._lib.state import param
 
 
 def prediction(exp: Any, title: str = "Prediction") -> None:

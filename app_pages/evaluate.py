@@ -4,9 +4,9 @@ from __future__ import annotations
 import plotly.express as px
 import streamlit as st
 
-from pages._lib import core
-from pages._lib.sidebar import method_settings, model_picker
-from pages._lib.state import param, sync_url
+from app_pages._lib import core
+from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.state import param, sync_url
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.faithfulness.evaluate import BETTER, METHODS, REFERENCES

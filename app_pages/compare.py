@@ -5,9 +5,9 @@ import importlib
 
 import streamlit as st
 
-from pages._lib import core, draw, views
-from pages._lib.sidebar import method_settings, model_picker
-from pages._lib.state import param, sync_url
+from app_pages._lib import core, draw, views
+from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.state import param, sync_url
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
