@@ -1,13 +1,14 @@
 """Compare page: two models (or one model with two methods) on the same text or image."""
 from __future__ import annotations
 
-import importlib
+import math
 
 import streamlit as st
 
 from app_pages._lib import core, draw, views
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
+from rollout_core import compare
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
@@ -81,20 +82,16 @@ if a is not None and b is not None:
             views.summary(exp)
 
     st.subheader("Agreement")
-    try:
-        compare = importlib.import_module("rollout_core.compare")
-    except ModuleNotFoundError:
-        compare = None
-        st.caption("(No agreement figures: rollout_core.compare is missing from this install.)")
-    if compare is not None:
-        with core.guarded("comparing the two explanations"):
-            result = compare.compare(a, b, scores_a=rows[0], scores_b=rows[1])
-            if result.aligned_by_words:
-                st.info("The two tokenizers split the text differently: scores were aligned onto words by "
-                        "character offsets, and the comparison is per word.")
-            m = st.columns(3)
-            m[0].metric("Spearman rank correlation", f"{result.spearman:.3f}")
-            m[1].metric(f"Top-{result.k} overlap", f"{result.top_k_overlap:.0%}")
-            m[2].metric("Units compared", str(len(result.units)))
-            st.plotly_chart(draw.difference(result.units, result.a, result.b), key="difference")
+    with core.guarded("comparing the two explanations"):
+        result = compare.compare(a, b, scores_a=rows[0], scores_b=rows[1])
+        if result.aligned_by_words:
+            st.info("The two tokenizers split the text differently: scores were aligned onto words by "
+                    "character offsets, and the comparison is per word.")
+        if result.note:
+            st.caption(result.note)
+        m = st.columns(3)
+        m[0].metric("Spearman rank correlation", "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}")
+        m[1].metric(f"Top-{result.k} overlap", f"{result.top_k_overlap:.0%}")
+        m[2].metric("Units compared", str(len(result.units)))
+        st.plotly_chart(draw.difference(result.units, result.a, result.b), key="difference")
 sync_url()

@@ -255,6 +255,7 @@ def test_compare_one_model_two_methods(tiny_model_dir: Callable[[str], Path]) ->
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert html_of(at).count("token-highlight") == 2
+    assert [m.label for m in at.get("metric")][-3:] == ["Spearman rank correlation", "Top-3 overlap", "Units compared"]
 
 
 def test_compare_two_models_with_different_tokenizers(tiny_model_dir: Callable[[str], Path]) -> None:
@@ -263,6 +264,7 @@ def test_compare_two_models_with_different_tokenizers(tiny_model_dir: Callable[[
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert html_of(at).count("token-highlight") == 2
+    assert any("aligned onto words by character offsets" in i for i in texts(at.info))
 
 
 def test_evaluate_page_runs_one_input(tiny_model_dir: Callable[[str], Path]) -> None:

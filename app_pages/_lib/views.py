@@ -53,14 +53,9 @@ def shared_zmax(*exps: Any) -> float:
 
 def summary(exp: Any) -> None:
     """The core's plain-language summary under an explanation."""
-    import importlib
+    from rollout_core.summary import summarize
 
-    try:
-        core_summary = importlib.import_module("rollout_core.summary")
-    except ModuleNotFoundError:
-        st.caption("(No plain-language summary: rollout_core.summary is missing from this install.)")
-        return
-    st.markdown(core_summary.summarise(exp))
+    st.markdown(summarize(exp))
 
 
 def downloads(exp: Any, figures: dict[str, Callable[[], Any]], key: str) -> None:
