@@ -6,7 +6,7 @@ One table of text cases and one of image cases, each run through
   sampled pixels of the image the model saw have the colours drawn into the file);
 - the CLI (`python -m rollout_core text|image --json`, every case its own process, see tests/cli_driver.py):
   exit 2 with one `error: ...` line and no traceback, or exit 0 with JSON;
-- the page (Streamlit AppTest on pages/text.py and pages/image.py, one session walking the whole table):
+- the page (Streamlit AppTest on app_pages/text.py and app_pages/image.py, one session walking the whole table):
   an `st.error` with the message, and after every refused input a good input works in the same session.
 """
 from __future__ import annotations
@@ -172,6 +172,8 @@ IMAGE_CASES = [
               "48,000,000 pixels is above the limit"),
     ImageCase("bomb-10-gigapixel", "bomb10g.png", lambda: _bomb_png(100_000, 100_000), SecurityError,
               "decompression bomb"),
+    ImageCase("extreme-aspect-strip", "strip.png", lambda: _png(Image.new("RGB", (4096, 1), RED)), SecurityError,
+              "more than 100 times its short side"),  # short side resized up to 256: 1,048,576x256 pixels
     ImageCase("one-pixel", "dot.png", lambda: _png(Image.new("RGB", (1, 1), (10, 200, 30))),
               samples=((LEFT, (10, 200, 30)), (RIGHT, (10, 200, 30)))),
     ImageCase("grayscale", "gray.png", lambda: _png(_halves("L", 30, 200)),
@@ -284,7 +286,7 @@ def _html(at: AppTest) -> str:
 
 
 def test_every_text_case_on_the_text_page(tiny_model_dir: Callable[[str], Path], fresh_page_caches: None) -> None:
-    at = _page("pages/text.py", model=str(tiny_model_dir("bert")), text="the cat sat")
+    at = _page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="the cat sat")
     failures = []
     for case in [c for c in TEXT_CASES if c.on_page]:
         at.text_area(key="text").set_value(case.text).run()
@@ -309,7 +311,7 @@ def test_every_text_case_on_the_text_page(tiny_model_dir: Callable[[str], Path],
 
 
 def test_every_image_case_on_the_image_page(tiny_model_dir: Callable[[str], Path], fresh_page_caches: None) -> None:
-    at = _page("pages/image.py", model=str(tiny_model_dir("vit")))
+    at = _page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     good = ("good.png", _png(_halves("RGB", RED, BLUE)), "image/png")
     failures = []
     for case in IMAGE_CASES:

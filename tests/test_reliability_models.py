@@ -155,7 +155,7 @@ def test_hostile_model_on_the_page(case: Hostile, hostile_dir: Callable[[Hostile
     at.query_params["model"] = str(hostile_dir(case))
     if case.modality == "text":
         at.query_params["text"] = TEXT
-    at = at.switch_page(f"pages/{case.modality}.py").run()
+    at = at.switch_page(f"app_pages/{case.modality}.py").run()
     assert not at.exception, [e.value for e in at.exception]
     assert len(at.error) == 1 and case.message in at.error[0].value, [e.value for e in at.error]
     good = tiny_model_dir("bert" if case.modality == "text" else "vit")

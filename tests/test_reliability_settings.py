@@ -31,7 +31,7 @@ def _text_page(model: str) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params["model"] = model
     at.query_params["text"] = "the cat sat"
-    return at.switch_page("pages/text.py").run()
+    return at.switch_page("app_pages/text.py").run()
 
 
 def test_model_folder_outside_the_allowed_roots(tiny_model_dir: Callable[[str], Path], tmp_path: Path,

@@ -2,8 +2,9 @@
 
 `load_image` turns whatever the user gave (a path, uploaded bytes, a file object, a PIL image, an array)
 into an upright RGB `PIL.Image.Image` of bounded size, or raises a `RolloutError` that says what is wrong:
-- a declared pixel count above `max_pixels` is refused with `SecurityError` from the header alone, before
-  any pixel is decoded (a decompression bomb costs nothing);
+- a declared pixel count above `max_pixels`, or a side more than `MAX_ASPECT_RATIO` times the other, is
+  refused with `SecurityError` from the header alone, before any pixel is decoded (a decompression bomb
+  costs nothing);
 - not an image, an empty or truncated file -> `InputError`;
 - EXIF orientation is applied; an animated image gives its first frame;
 - every PIL mode becomes RGB with its meaning kept: transparency is composited on white, 16-bit and float
@@ -25,6 +26,9 @@ from rollout_core.errors import InputError, SecurityError
 
 DEFAULT_MAX_PIXELS = int(os.environ.get("ROLLOUT_MAX_IMAGE_PIXELS", 40_000_000))
 """Refuse images declaring more pixels than this (server setting: env `ROLLOUT_MAX_IMAGE_PIXELS`)."""
+MAX_ASPECT_RATIO = 100
+"""Refuse images whose long side is more than this many times the short side: processors that resize the
+short side (DINOv2, BEiT: shortest_edge 256) would turn a 4096x1 strip into 1,048,576x256 pixels (~4 GB)."""
 
 ImageSource = Union[str, Path, bytes, bytearray, BinaryIO, Image.Image, np.ndarray]
 
@@ -106,6 +110,11 @@ def _check_size(size: tuple[int, int], max_pixels: int) -> None:
         raise SecurityError(
             f"image refused: {width}x{height} = {width * height:,} pixels is above the limit of {max_pixels:,} "
             "(a possible decompression bomb); use a smaller image or raise the limit"
+        )
+    if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
+        raise SecurityError(
+            f"image refused: {width}x{height} has a long side more than {MAX_ASPECT_RATIO} times its short side; "
+            "resizing it for a model could need gigabytes. Crop it to a less extreme shape"
         )
 
 
