@@ -138,3 +138,40 @@ def test_threads_share_the_model_cache(tiny_model_dir: Callable[[str], Path], tm
     assert sorted(got) == sorted(expected)
     assert all(np.array_equal(got[j], expected[j]) for j in expected)
     loading.clear_cache()
+
+
+def test_lowmem_and_full_captures_on_one_shared_model_at_once(tiny_handle: Callable[[str], Any]) -> None:
+    """The low-memory capture points the model's config at its own attention function while it runs;
+    other threads using the same model object at that moment (full capture, gradients) must still get
+    their sequential results."""
+    handle = tiny_handle("bert")
+    texts = mixed_texts(40, seed=2)
+    modes = [("lowmem", "rollout"), ("full", "rollout"), ("full", "gradient"), ("full", "attention")]
+
+    def run(j: int) -> np.ndarray:
+        capture, method = modes[j % len(modes)]
+        e = explain_text(handle, texts[j], method=method, capture=capture)
+        assert e.settings["capture"] == capture
+        return e.scores
+
+    expected = {j: run(j) for j in range(len(texts))}
+    got: dict[int, np.ndarray] = {}
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(4)
+
+    def worker(offset: int) -> None:
+        try:
+            barrier.wait()
+            for j in range(offset, len(texts), 4):  # each thread keeps one mode: the modes overlap in time
+                got[j] = run(j)
+        except BaseException as err:  # noqa: BLE001 - reported by the main thread
+            errors.append(err)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert all(np.allclose(got[j], expected[j], atol=1e-6) for j in expected), \
+        [j for j in expected if not np.allclose(got[j], expected[j], atol=1e-6)]
