@@ -54,6 +54,7 @@ def test_model_folder_outside_the_allowed_roots(tiny_model_dir: Callable[[str], 
     assert not at.exception and not at.error and at.get("plotly_chart")
 
 
+@pytest.mark.filterwarnings("ignore:loading pickle weights")  # the warning the opt-in asks for; the page shows it
 def test_pickle_weights_on_the_page_need_the_setting(tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
     folder = Path(shutil.copytree(tiny_model_dir("bert"), tmp_path / "pickled"))
     torch.save(load_file(str(folder / "model.safetensors")), folder / "pytorch_model.bin")
