@@ -34,10 +34,10 @@ Every setting is kept in the address bar: copy the link to share exactly this vi
 # The page scripts live in app_pages/, not pages/: with a pages/ folder beside app.py, Streamlit runs in its
 # old folder mode until "/" has been visited once, so a shared link to /text on a fresh server would skip this file.
 pages = [
-    st.Page(home, title="Home", icon="🏠", default=True),
-    st.Page("app_pages/text.py", title="Text", icon="📝", url_path="text"),
-    st.Page("app_pages/image.py", title="Image", icon="🖼️", url_path="image"),
-    st.Page("app_pages/compare.py", title="Compare", icon="⚖️", url_path="compare"),
-    st.Page("app_pages/evaluate.py", title="Evaluate", icon="📏", url_path="evaluate"),
+    st.Page(home, title="Home", icon=":material/home:", default=True),
+    st.Page("app_pages/text.py", title="Text", icon=":material/notes:", url_path="text"),
+    st.Page("app_pages/image.py", title="Image", icon=":material/image:", url_path="image"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
+    st.Page("app_pages/evaluate.py", title="Evaluate", icon=":material/straighten:", url_path="evaluate"),
 ]
 st.navigation(pages).run()

@@ -8,6 +8,7 @@ The core functions are looked up at call time (`explain.explain_text`), so tests
 from __future__ import annotations
 
 import hashlib
+import threading
 import traceback
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -34,12 +35,18 @@ class Method:
                     discard_ratio=self.discard_ratio, start_layer=self.start_layer, target=self.target)
 
 
+_LOAD_LOCK = threading.Lock()
+"""Loads of different models from parallel sessions run one at a time: transformers' lazy imports are not
+thread-safe (two first loads at once raised `ImportError: cannot import name 'CONFIG_MAPPING'`)."""
+
+
 @st.cache_resource(max_entries=6, show_spinner=False)
 def load(name: str, allow_pickle: bool = False) -> Any:
     """A `ModelHandle`, loaded once per process (the core also de-duplicates concurrent loads)."""
     from rollout_core.models import loading
 
-    return loading.load_model(name, allow_pickle=allow_pickle)
+    with _LOAD_LOCK:
+        return loading.load_model(name, allow_pickle=allow_pickle)
 
 
 @st.cache_resource(max_entries=64, show_spinner=False)

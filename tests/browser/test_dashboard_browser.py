@@ -188,7 +188,7 @@ def test_two_sessions_at_once_stay_separate(app_url: str, browser: Any) -> None:
             shown = _highlight_text(tab).lower()
             assert all(word.strip(".").lower() in shown for word in text.split()[1:3])
             assert not any(word.strip(".").lower() in shown for word in other.split()[1:3])
-            assert model in tab.get_by_test_id("stSidebar").inner_text()
+            assert registry.lookup(model).description[:40] in tab.get_by_test_id("stSidebar").inner_text()
     finally:
         for context in contexts:
             context.close()
