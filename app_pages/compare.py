@@ -70,7 +70,7 @@ if a is not None and b is not None:
         with col:
             st.markdown(f"**{side}: {exp.model_name}, {exp.method}**")
             views.prediction(exp, f"Prediction ({side})")
-    zmax = views.shared_zmax(a, b)
+    zmax = views.shared_zmax(a, b, raw=raw)
     for col, exp, row, side in zip(cols, (a, b), rows, "AB"):
         with col:
             if exp.kind == "text":

@@ -49,7 +49,7 @@ def layer_view(exp: object, opacity: float, scale: str) -> None:
     """The layer slider with the overlay and the patch grid it drives; a slider move reruns only this part."""
     layer, raw = views.layer_choice(exp.num_layers)
     row = views.layer_row(exp, layer, raw)
-    zmax = max(float(exp.score_map(r).max()) for r in (*exp.layer_scores, *exp.layer_attention_scores))
+    zmax = max(float(exp.score_map(r).max()) for r in (exp.layer_attention_scores if raw else exp.layer_scores))
     what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
     score_map = exp.score_map(row)
     st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')

@@ -49,7 +49,7 @@ def layer_view(exp: object, keep: list[int]) -> None:
     row = views.layer_row(exp, layer, raw)
     scores = exp.display_scores(row)
     tokens = exp.display_tokens()
-    zmax = views.shared_zmax(exp)
+    zmax = views.shared_zmax(exp, raw=raw)
     what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
     st.html(draw.token_html(tokens, scores, zmax, marker=f"layer-{layer}-{'raw' if raw else 'cum'}"))
     st.plotly_chart(draw.bars(tokens, scores, zmax, f"Share of each token: {what}"), key="bars")

@@ -45,10 +45,11 @@ def layer_row(exp: Any, layer: int, raw: bool) -> np.ndarray:
     return (exp.layer_attention_scores if raw else exp.layer_scores)[layer - 1]
 
 
-def shared_zmax(*exps: Any) -> float:
-    """One colour scale for a view: the largest displayed score over every layer of every explanation."""
+def shared_zmax(*exps: Any, raw: bool = False) -> float:
+    """One colour scale for a view: the largest displayed score over every layer of every explanation
+    (of the cumulative rollout, or of the raw layer attention when that is shown), fixed while the slider moves."""
     return max(float(exp.display_scores(row).max(initial=0.0)) for exp in exps
-               for row in (*exp.layer_scores, *exp.layer_attention_scores, exp.scores))
+               for row in (exp.layer_attention_scores if raw else exp.layer_scores))
 
 
 def summary(exp: Any) -> None:

@@ -62,6 +62,7 @@ def _highlight_text(tab: Any) -> str:
 
 def _shot(tab: Any, name: str) -> None:
     SHOTS.mkdir(parents=True, exist_ok=True)
+    tab.set_viewport_size({"width": 1400, "height": 1700})  # Streamlit scrolls inside the page: show more of it
     _idle(tab)
     tab.wait_for_timeout(800)  # let Plotly finish its transitions
     tab.screenshot(path=str(SHOTS / name), full_page=True)
