@@ -83,7 +83,7 @@ def head_grid(heads: np.ndarray, tokens: Sequence[str], layer: int) -> go.Figure
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False, autorange="reversed", scaleanchor="x")
     fig.update_layout(title=f"Layer {layer}: every head (rows = outputs, columns = inputs)",
-                      height=170 * rows + 90, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="rgba(0,0,0,0)")
+                      height=130 * rows + 90, margin=dict(l=10, r=10, t=70, b=10), plot_bgcolor="rgba(0,0,0,0)")
     return fig
 
 
