@@ -115,6 +115,12 @@ def allowed_roots() -> list[Path]:
 # The cache
 
 
+_TRANSFORMERS_LOCK = threading.RLock()
+"""Serialises the code that first touches transformers' lazily imported modules (configs, model classes):
+two threads doing it at once race inside transformers ("cannot import name 'CONFIG_MAPPING'"). Cache hits
+do not take it; loads of different models run one after the other."""
+
+
 class _HandleCache:
     """Thread-safe LRU of handles with one lock per key, so concurrent requests load a model once."""
 
@@ -134,7 +140,8 @@ class _HandleCache:
                 if key in self._items:  # another thread loaded it while we waited
                     self._items.move_to_end(key)
                     return self._items[key]
-            handle = load()
+            with _TRANSFORMERS_LOCK:
+                handle = load()
             with self._lock:
                 self._items[key] = handle
                 self._items.move_to_end(key)
@@ -271,7 +278,8 @@ def _check_folder(folder: Path, *, allow_pickle: bool, trust_remote_code: bool) 
 
 
 def _custom_code_reason(folder: Path, config: dict[str, Any]) -> str | None:
-    from transformers import CONFIG_MAPPING
+    with _TRANSFORMERS_LOCK:
+        from transformers import CONFIG_MAPPING
 
     if config.get("auto_map"):
         return "the config has an auto_map pointing at Python files"
