@@ -5,10 +5,10 @@ import math
 
 import streamlit as st
 
-from app_pages._lib import core, draw, views
+from app_pages._lib import core, views
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
-from rollout_core import compare
+from rollout_core import compare, figures
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
@@ -64,22 +64,23 @@ if a is not None and b is not None:
     if a.num_layers != b.num_layers:
         st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
                    "(each side shows its own layer of that number).")
-    rows = [views.layer_row(exp, layer, raw) for exp in (a, b)]
+    index = views.layer_index(layer)
+    rows = [figures.row_scores(exp, index, raw) for exp in (a, b)]
     cols = st.columns(2)
-    for col, exp, row, side in zip(cols, (a, b), rows, "AB"):
+    for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
             st.markdown(f"**{side}: {exp.model_name}, {exp.method}**")
             views.prediction(exp, f"Prediction ({side})")
     zmax = views.shared_zmax(a, b, raw=raw)
-    for col, exp, row, side in zip(cols, (a, b), rows, "AB"):
+    for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
             if exp.kind == "text":
-                st.html(draw.token_html(exp.display_tokens(), exp.display_scores(row), zmax,
-                                        marker=f"{side}-layer-{layer}"))
+                st.html(figures.token_highlight_html(exp, layer=index, raw_attention=raw, zmax=zmax,
+                                                     marker=f"{side}-layer-{layer}"))
             else:
-                st.plotly_chart(draw.patch_grid(exp.score_map(row), scale=draw.COLORMAPS[0], zmax=zmax,
-                                                title=f"{side}: patch scores"), key=f"grid_{side}")
-            views.summary(exp)
+                st.plotly_chart(figures.patch_heatmap(exp, layer=index, raw_attention=raw, zmax=zmax),
+                                key=f"grid_{side}")
+            views.summary(exp, layer, raw)
 
     st.subheader("Agreement")
     with core.guarded("comparing the two explanations"):
@@ -93,5 +94,6 @@ if a is not None and b is not None:
         m[0].metric("Spearman rank correlation", "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}")
         m[1].metric(f"Top-{result.k} overlap", f"{result.top_k_overlap:.0%}")
         m[2].metric("Units compared", str(len(result.units)))
-        st.plotly_chart(draw.difference(result.units, result.a, result.b), key="difference")
+        st.plotly_chart(figures.difference_figure(a, b, layer=index, raw_attention=raw, comparison=result),
+                        key="difference")
 sync_url()

@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._lib import core, draw, views
+from app_pages._lib import core, views
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
+from rollout_core import figures
 from rollout_core.data.example_images import example_images
+from rollout_core.figures.image import DEFAULT_COLORMAP
 
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
@@ -34,8 +36,8 @@ elif examples:
 display = st.columns(3)
 param("opacity", 0.55)
 opacity = display[0].slider("Overlay opacity", 0.0, 1.0, step=0.05, key="opacity")
-param("cmap", draw.COLORMAPS[0], draw.COLORMAPS)
-scale = display[1].selectbox("Colour map", draw.COLORMAPS, key="cmap")
+param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
+scale = display[1].selectbox("Colour map", figures.COLORMAPS, key="cmap")
 
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
@@ -48,15 +50,12 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
 def layer_view(exp: object, opacity: float, scale: str) -> None:
     """The layer slider with the overlay and the patch grid it drives; a slider move reruns only this part."""
     layer, raw = views.layer_choice(exp.num_layers)
-    row = views.layer_row(exp, layer, raw)
-    zmax = max(float(exp.score_map(r).max()) for r in (exp.layer_attention_scores if raw else exp.layer_scores))
-    what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
-    score_map = exp.score_map(row)
+    view = dict(layer=views.layer_index(layer), raw_attention=raw, colormap=scale, zmax=views.shared_zmax(exp, raw=raw))
     st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')
+    views.summary(exp, layer, raw)
     a, b = st.columns(2)
-    a.plotly_chart(draw.overlay(exp.image, score_map, opacity=opacity, scale=scale, zmax=zmax,
-                                title=f"Overlay: {what}"), key="overlay")
-    b.plotly_chart(draw.patch_grid(score_map, scale=scale, zmax=zmax, title="Patch grid"), key="grid")
+    a.plotly_chart(figures.image_overlay(exp, opacity=opacity, **view), key="overlay")
+    b.plotly_chart(figures.patch_heatmap(exp, **view), key="grid")
     sync_url()
 
 
@@ -66,15 +65,12 @@ if exp is not None:
         views.prediction(exp)
         st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
-        views.summary(exp)
     with right:
         layer_view(exp, opacity, scale)
     st.subheader("Downloads")
-    final = exp.score_map()
     views.downloads(exp, {
-        "Overlay": lambda: draw.overlay(exp.image, final, opacity=opacity, scale=scale, zmax=float(final.max()),
-                                        title="Overlay: final"),
-        "Patch grid": lambda: draw.patch_grid(final, scale=scale, zmax=float(final.max()), title="Patch grid"),
+        "Overlay": lambda: figures.image_overlay(exp, opacity=opacity, colormap=scale),
+        "Patch grid": lambda: figures.patch_heatmap(exp, colormap=scale),
     }, key="image")
 
 sync_url()

@@ -3,9 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._lib import core, draw, views
+from app_pages._lib import core, views
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
+from rollout_core import figures
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 st.title("Text")
@@ -43,27 +44,32 @@ if handle is not None:
 
 
 @st.fragment
-def layer_view(exp: object, keep: list[int]) -> None:
+def layer_view(exp: object, specials: str) -> None:
     """Everything that follows the layer slider; a slider move reruns only this part."""
     layer, raw = views.layer_choice(exp.num_layers)
-    row = views.layer_row(exp, layer, raw)
-    scores = exp.display_scores(row)
-    tokens = exp.display_tokens()
+    index = views.layer_index(layer)
     zmax = views.shared_zmax(exp, raw=raw)
-    what = f"layer {layer} attention" if raw else f"rollout up to layer {layer}"
-    st.html(draw.token_html(tokens, scores, zmax, marker=f"layer-{layer}-{'raw' if raw else 'cum'}"))
-    st.plotly_chart(draw.bars(tokens, scores, zmax, f"Share of each token: {what}"), key="bars")
-    st.subheader(f"Heads of layer {layer}")
-    if exp.head_attention is not None:
-        labels_shown = [exp.tokens[i] for i in keep]
-        heads = exp.head_attention[layer - 1][:, keep][:, :, keep]
-        st.plotly_chart(draw.head_grid(heads, labels_shown, layer), key="heads")
-        head = st.pills("Enlarge a head", list(range(heads.shape[0])), key="head", format_func=lambda h: f"head {h}")
-        if head is not None:
-            st.plotly_chart(draw.heatmap(heads[head], labels_shown, f"Layer {layer}, head {head}"), key="head_big")
-    else:
-        st.caption("Per-head attention was not kept for this explanation.")
+    st.html(figures.token_highlight_html(exp, layer=index, raw_attention=raw, zmax=zmax,
+                                         marker=f"layer-{layer}-{'raw' if raw else 'cum'}"))
+    views.summary(exp, layer, raw)
+    st.plotly_chart(figures.score_bar(exp, layer=index, raw_attention=raw, zmax=zmax), key="bars")
+    heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
+    if heads.open:  # drawn only while open: the grid is the heaviest figure of a slider move
+        with heads:
+            head_view(exp, index, specials)
     sync_url()
+
+
+def head_view(exp: object, index: int, specials: str) -> None:
+    """Every head of the layer on one scale, and one head enlarged."""
+    if exp.head_attention is None:
+        st.caption("Per-head attention was not kept for this explanation.")
+        return
+    st.plotly_chart(figures.head_grid(exp, index, specials=specials), key="heads")
+    head = st.pills("Enlarge a head", list(range(exp.head_attention.shape[1])), key="head",
+                    format_func=lambda h: f"head {h + 1}")
+    if head is not None:
+        st.plotly_chart(figures.matrix_heatmap(exp, layer=index, head=head, specials=specials), key="head_big")
 
 
 if exp is not None:
@@ -73,31 +79,27 @@ if exp is not None:
                    f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
                    f"The explained text ends with: “…{exp.text[-40:]}”")
     param("hide_special", True)
-    hide = st.session_state["hide_special"]
-    keep = exp.display_positions().tolist() if hide else list(range(len(exp.tokens)))
+    specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers.")
-        views.summary(exp)
     with right:
-        layer_view(exp, keep)
+        layer_view(exp, specials)
 
     st.subheader("Final matrix")
     st.checkbox("Hide special tokens (matrix and heads)", key="hide_special")
     matrix_fig = None
     if exp.matrix is not None:
-        matrix_fig = draw.heatmap(exp.matrix[keep][:, keep], [exp.tokens[i] for i in keep],
-                                  f"{exp.method}: R[i, j] = share of input j in output i")
+        matrix_fig = figures.matrix_heatmap(exp, specials=specials)
         st.plotly_chart(matrix_fig, key="matrix")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
 
     st.subheader("Downloads")
-    final = exp.display_scores()
-    figures = {"Bar chart": lambda: draw.bars(exp.display_tokens(), final, float(final.max()), "Final scores")}
+    charts = {"Bar chart": lambda: figures.score_bar(exp)}
     if matrix_fig is not None:
-        figures["Matrix"] = lambda: matrix_fig
-    views.downloads(exp, figures, key="text")
+        charts["Matrix"] = lambda: matrix_fig
+    views.downloads(exp, charts, key="text")
 
 sync_url()

@@ -242,6 +242,29 @@ def test_shared_zmax_is_honoured_by_the_highlight():
     assert "<span>1</span>" in F.token_highlight_html(expl, zmax=1.0)  # legend shows the shared maximum
 
 
+def test_marker_names_the_view_escaped():
+    text = "p q"
+    expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.1, 0.2], text)
+    assert 'class="token-highlight" data-view=""' in F.token_highlight_html(expl)
+    marked = F.token_highlight_html(expl, marker='layer-2-"cum"<')
+    assert 'data-view="layer-2-&quot;cum&quot;&lt;"' in marked and '"cum"<' not in marked
+
+
+def test_difference_draws_a_given_comparison_as_is():
+    text = "p q r"
+    words, spans = _words(text)
+    ta = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.5, 0.1, 0.2, 0.1, 0.1], text)
+    tb = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.2, 0.6, 0.1, 0.05, 0.05], text)
+    from rollout_core import compare
+
+    given = compare.compare(ta, tb, scores_a=ta.layer_scores[0], scores_b=tb.layer_scores[0])
+    bar = F.difference_figure(ta, tb, comparison=given).data[0]
+    np.testing.assert_allclose(bar.y, np.asarray(given.a) - np.asarray(given.b), rtol=1e-12)
+    final = F.difference_figure(ta, tb).data[0]  # without it, the final rows: a different difference
+    np.testing.assert_allclose(final.y, [0.25 - 0.8, 0.5 - 0.1 / 0.75, 0.25 - 0.05 / 0.75], rtol=1e-12)
+    assert not np.allclose(bar.y, final.y)
+
+
 def test_curves_one_line_per_method_and_a_dashed_random_baseline():
     x = [0.0, 0.5, 1.0]
     fig = F.curves_figure({"rollout": (x, [1, 0.4, 0.1]), "flow": (x, [1, 0.6, 0.2])}, random=(x, [1, 0.7, 0.3]),

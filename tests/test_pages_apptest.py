@@ -91,7 +91,11 @@ def test_text_page_default_model_predicts_and_highlights() -> None:
     assert prediction.value in ("NEGATIVE", "POSITIVE")
     body = html_of(at)
     assert "token-highlight" in body and ">rude<" in body
-    assert len(at.get("plotly_chart")) >= 3  # bars, matrix, heads
+    assert len(at.get("plotly_chart")) == 2  # bars, matrix; the head grid waits for its expander
+    at.session_state["heads_open"] = True
+    at.run()
+    assert_clean(at)
+    assert len(at.get("plotly_chart")) == 3  # and the head grid
 
 
 def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> None:
@@ -161,7 +165,10 @@ def test_slider_and_display_options_never_rerun_the_model(count_calls: Callable[
     assert 'data-view="layer-1-cum"' in html_of(at) and html_of(at) != shown  # the view did change
     at.toggle(key="layer_raw").set_value(True).run()
     at.checkbox(key="hide_special").set_value(False).run()
+    at.session_state["heads_open"] = True  # open the heads
+    at.run()
     at.get("button_group")[0].set_value(1).run()  # enlarge head 1
+    assert len(at.get("plotly_chart")) == 4  # bars, head grid, the enlarged head, matrix
     assert_clean(at)
     assert len(calls) == 1, "display changes must come from the cache"
     at.sidebar.selectbox(key="method").set_value("attention").run()
@@ -240,7 +247,7 @@ def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str]
     calls = count_calls("explain_image")
     at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.slider(key="opacity").set_value(0.2).run()
-    at.selectbox(key="cmap").set_value("Viridis").run()
+    at.selectbox(key="cmap").set_value("viridis").run()
     at.slider(key="layer").set_value(1).run()
     assert_clean(at)
     assert len(calls) == 1

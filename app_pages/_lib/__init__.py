@@ -1,1 +1,1 @@
-"""Shared helpers of the dashboard pages: URL-backed settings, the sidebar, cached core calls, drawing."""
+"""Shared helpers of the dashboard pages: URL-backed settings, the sidebar, cached core calls, shared views."""

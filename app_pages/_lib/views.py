@@ -1,14 +1,14 @@
 """Views shared by the text and comparison pages: prediction, layer slider, downloads, summary."""
 from __future__ import annotations
 
-import io
 from typing import Any, Callable
 
-import numpy as np
 import pandas as pd
 import streamlit as st
 
 from app_pages._lib.state import param
+from rollout_core import figures
+from rollout_core.summary import summarize
 
 
 def prediction(exp: Any, title: str = "Prediction") -> None:
@@ -40,41 +40,29 @@ def layer_choice(num_layers: int, key: str = "layer") -> tuple[int, bool]:
     return int(layer), bool(raw)
 
 
-def layer_row(exp: Any, layer: int, raw: bool) -> np.ndarray:
-    """The explained row shown at `layer` (1-based): cumulative rollout, or that layer's raw attention."""
-    return (exp.layer_attention_scores if raw else exp.layer_scores)[layer - 1]
+def layer_index(layer: int) -> int:
+    """The figures' layer index (0 = the first rolled-out layer) of the slider's 1-based `layer`."""
+    return layer - 1
 
 
 def shared_zmax(*exps: Any, raw: bool = False) -> float:
-    """One colour scale for a view: the largest displayed score over every layer of every explanation
+    """One colour scale for a view: the largest shown share over every layer of every explanation
     (of the cumulative rollout, or of the raw layer attention when that is shown), fixed while the slider moves."""
-    return max(float(exp.display_scores(row).max(initial=0.0)) for exp in exps
-               for row in (exp.layer_attention_scores if raw else exp.layer_scores))
+    return max(figures.shared_zmax(exp, layer=k, raw_attention=raw) for exp in exps for k in range(exp.num_layers))
 
 
-def summary(exp: Any) -> None:
-    """The core's plain-language summary under an explanation."""
-    from rollout_core.summary import summarize
-
-    st.markdown(summarize(exp))
+def summary(exp: Any, layer: int | None = None, raw: bool = False) -> None:
+    """The core's plain-language summary of the view the slider shows (the final scores without a layer)."""
+    st.markdown(summarize(exp, layer=None if layer is None else layer_index(layer), raw_attention=raw))
 
 
-def downloads(exp: Any, figures: dict[str, Callable[[], Any]], key: str) -> None:
+def downloads(exp: Any, charts: dict[str, Callable[[], Any]], key: str) -> None:
     """CSV and JSON of the scores; PNG of each figure (rendered only when clicked)."""
-    shown = set(exp.display_positions().tolist())
-    display = dict(zip(exp.display_positions().tolist(), exp.display_scores().tolist()))
-    frame = pd.DataFrame({"position": range(len(exp.tokens)), "token": exp.tokens, "special": exp.special,
-                          "score": exp.scores, "display_score": [display.get(i, np.nan) for i in range(len(exp.tokens))]})
-    frame["shown"] = [i in shown for i in range(len(exp.tokens))]
-    cols = st.columns(2 + len(figures))
-    cols[0].download_button("Scores (CSV)", frame.to_csv(index=False), "scores.csv", "text/csv", key=f"{key}_csv")
-    cols[1].download_button("Explanation (JSON)", exp.to_json(), "explanation.json", "application/json",
-                            key=f"{key}_json")
-    for col, (name, make) in zip(cols[2:], figures.items()):
-        col.download_button(f"{name} (PNG)", lambda make=make: _png(make()), f"{name.lower().replace(' ', '_')}.png",
-                            "image/png", key=f"{key}_{name}_png")
-
-
-def _png(fig: Any) -> bytes:
-    buffer = io.BytesIO(fig.to_image(format="png", scale=2))
-    return buffer.getvalue()
+    cols = st.columns(2 + len(charts))
+    cols[0].download_button("Scores (CSV)", lambda: figures.scores_csv(exp), "scores.csv", "text/csv",
+                            key=f"{key}_csv")
+    cols[1].download_button("Explanation (JSON)", lambda: figures.scores_json(exp), "explanation.json",
+                            "application/json", key=f"{key}_json")
+    for col, (name, make) in zip(cols[2:], charts.items()):
+        col.download_button(f"{name} (PNG)", lambda make=make: figures.figure_png(make()),
+                            f"{name.lower().replace(' ', '_')}.png", "image/png", key=f"{key}_{name}_png")

@@ -78,13 +78,15 @@ def difference_figure(
     raw_attention: bool = False,
     labels: tuple[str, str] = ("A", "B"),
     zmax: float | None = None,
+    comparison: compare.Comparison | None = None,
 ) -> go.Figure:
     """A − B per common unit on a diverging scale centred at 0 (red: A gives more, blue: B gives more).
 
     The scale is symmetric, ±`zmax` (default: the largest absolute difference). Images on different grids
-    are compared on the finer grid (see `rollout_core.compare`; the note is in the title).
+    are compared on the finer grid (see `rollout_core.compare`; the note is in the title). A page that
+    has already compared the two rows passes that `comparison` to draw it instead of comparing again.
     """
-    result = _compared(a, b, layer, raw_attention)
+    result = _compared(a, b, layer, raw_attention) if comparison is None else comparison
     diff = np.asarray(result.a) - np.asarray(result.b)
     bound = positive_max(np.abs(diff)) if zmax is None else float(zmax)
     name = f"{labels[0]} \u2212 {labels[1]}"

@@ -33,6 +33,7 @@ def token_highlight_html(
     show_special: bool = False,
     zmax: float | None = None,
     colorscale: str = SCORE_SCALE,
+    marker: str = "",
 ) -> str:
     """The explained text with each token's (or word's, `level="word"`) background coloured by its score.
 
@@ -42,6 +43,7 @@ def token_highlight_html(
     kept); without them the tokens are drawn. Every piece of user text is HTML-escaped, the exact value is
     in each span's `title` (hover), and the text colour follows the background's luminance.
     `show_special` draws special tokens greyed, with their raw (not renormalised) score on hover.
+    `marker` (escaped) goes into the outer div's `data-view`, so a page can tell which view is drawn.
     """
     scores = row_scores(expl, layer, raw_attention)
     shown = expl.display_scores(scores)
@@ -79,7 +81,7 @@ def token_highlight_html(
         parts.append(html.escape(text[cursor:], quote=True))
     caption = html.escape(view_title(expl, layer, raw_attention), quote=True)
     return (
-        f'<div class="token-highlight" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
+        f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
         + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")
     )
 
