@@ -56,7 +56,10 @@ def main() -> None:
     command = "python benchmarks/run_all.py" + (" --quick" if args.quick else "")
     started = dt.datetime.now(dt.timezone.utc)
     sections = []
-    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1"}
+    # the repository root on the path, so that every script imports rollout_core without installing it
+    path = os.pathsep.join(p for p in (str(HERE.parent), os.environ.get("PYTHONPATH", "")) if p)
+    env = {**os.environ, "OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), "HF_HUB_OFFLINE": "1",
+           "PYTHONPATH": path}
     for script in sorted(HERE.glob("bench_*.py")):
         cmd = [sys.executable, str(script)] + (["--quick"] if args.quick and _accepts_quick(script) else [])
         shown = " ".join(["python", f"benchmarks/{script.name}", *cmd[2:]])
