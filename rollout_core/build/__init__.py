@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 
-STEPS = ("rollout_core.build.text_model", "rollout_core.build.dinov2")
+STEPS = ("rollout_core.build.text_model", "rollout_core.build.dinov2", "rollout_core.build.image_model")
 
 
 def build_all(force: bool = False) -> list[str]:

@@ -1,8 +1,8 @@
-"""Train the embedded default image model: a small ViT classifier on the generated shapes data.
+"""Train the embedded "shapes-vit-tiny" model: a small ViT classifier trained from scratch on the generated shapes.
 
 `python -m rollout_core.build.train_image` trains from the seeded `TrainConfig` below (fresh generated
 images every step, so there is no fixed training set to overfit), measures accuracy on the held-out
-"test" split, and writes an ordinary transformers folder to `rollout_core/assets/models/default-image/`:
+"test" split, and writes an ordinary transformers folder to `rollout_core/assets/models/shapes-vit-tiny/`:
 config.json (id2label, eager attention), model.safetensors, preprocessor_config.json (a ViTImageProcessor,
 whose slow PIL/numpy form needs no torchvision) and metrics.json. The same config and seed give the same
 weights on the same machine and thread count.
@@ -30,7 +30,7 @@ import torch
 from rollout_core.data import shapes
 from rollout_core.paths import ASSETS_DIR
 
-OUTPUT_DIR = ASSETS_DIR / "models" / "default-image"
+OUTPUT_DIR = ASSETS_DIR / "models" / "shapes-vit-tiny"
 IMAGE_MEAN = IMAGE_STD = (0.5, 0.5, 0.5)
 
 
