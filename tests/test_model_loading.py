@@ -186,9 +186,11 @@ def test_registry_lists_embedded_then_recommended():
     from rollout_core.models import registry
 
     entries = registry.list_models()
-    assert [e.name for e in entries[:4]] == ["default-text", "default-image", "dinov2-small", "minilm"]
-    assert all(e.embedded for e in entries[:4]) and not any(e.embedded for e in entries[4:])
-    assert {e.family for e in entries[4:]} >= {"distilbert", "vit", "deit", "gpt2", "dinov2"}
+    embedded = sum(e.embedded for e in entries)
+    names = [e.name for e in entries[:embedded]]
+    assert names == ["default-text", "default-image", "dinov2-small", "minilm", "shapes-vit-tiny"]
+    assert all(e.embedded for e in entries[:embedded]) and not any(e.embedded for e in entries[embedded:])
+    assert {e.family for e in entries[embedded:]} >= {"distilbert", "vit", "deit", "gpt2", "dinov2"}
     assert all(e.modality == "image" for e in registry.list_models("image"))
     assert registry.lookup("google/vit-base-patch16-224").task == "image-classification"
     assert registry.lookup("gpt2").source() == "openai-community/gpt2"
