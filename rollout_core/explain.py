@@ -24,7 +24,7 @@ from rollout_core import capture
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.inputs.text import EncodedText, encode_text, model_max_length, normalise_text, pad_batch, pad_token_id
-from rollout_core.maths.flow import attention_flow
+from rollout_core.maths.flow import attention_flow, pooled_attention_flow
 from rollout_core.maths.gradient import gradient_rollout
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import attention_rollout, augment_layer, layer_attention
@@ -513,22 +513,31 @@ def _flow(
     atts: Sequence[torch.Tensor], weights: torch.Tensor, mask: torch.Tensor | None, opts: Options, full: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Attention flow: the explained rows after each layer (L', B, n) (one max-flow problem per layer
-    prefix, for the explained output tokens only) and, when `full` (text), the whole final flow matrix.
+    prefix) and, when `full` (text), the whole final flow matrix.
 
-    Images (`full` False) use the maths package's approximate flow (edges below its prune threshold
-    dropped): exact flow on a 257-token, 12-layer DINOv2 takes ~23 s for the final CLS row alone and
-    ~114 s with the slider's prefixes, the approximate one ~3 s / ~10 s (measured on 1 CPU thread)."""
+    A readout of one position per sample ([CLS], the predicted position) uses that output's flow row. A
+    pooled readout (mean pooling, DINOv2's [CLS] + patch mean) is the flow into a super-sink fed by the
+    pooled positions (maths.flow.pooled_attention_flow): one problem per input token, not one per
+    (output, input) pair, which on a 257-token image was the difference between seconds and hours.
+    Images (`full` False) use the approximate flow (edges below the prune threshold dropped): exact flow
+    on a 257-token, 12-layer DINOv2 takes ~23 s for the final CLS row alone and ~114 s with the slider's
+    prefixes, the approximate one ~3 s / ~10 s (measured on 1 CPU thread)."""
+    options = dict(head_fusion=opts.head_fusion, residual_weight=opts.residual_weight, attention_mask=mask,
+                   start_layer=opts.start_layer, approximate=not full)
+    single = bool(((weights > 0).sum(-1) == 1).all())
     outputs = torch.nonzero(weights.sum(0)).flatten().tolist()
-    w = weights[:, outputs].double()
     rows, matrix = [], None
     for top in range(opts.start_layer + 1, opts.end_layer + 1):
+        if not single:
+            rows.append(pooled_attention_flow(atts, weights, end_layer=top, **options).double())
+            continue
         tokens = None if (full and top == opts.end_layer) else outputs
-        flow = attention_flow(atts, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
-                              output_tokens=tokens, attention_mask=mask, start_layer=opts.start_layer,
-                              end_layer=top, approximate=not full).double()
+        flow = attention_flow(atts, output_tokens=tokens, end_layer=top, **options).double()
         if tokens is None:
             matrix, flow = flow, flow[:, outputs]
-        rows.append(torch.einsum("bk,bkn->bn", w, flow))
+        rows.append(torch.einsum("bk,bkn->bn", weights[:, outputs].double(), flow))
+    if full and matrix is None:
+        matrix = attention_flow(atts, end_layer=opts.end_layer, **options).double()
     return torch.stack(rows), matrix
 
 

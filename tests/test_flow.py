@@ -93,3 +93,33 @@ def test_layer_slicing_and_pruning_never_empties_a_row():
         attention_flow(attn, approximate=True, prune_threshold=1.0)
     with pytest.raises(InputError, match="integers"):
         attention_flow(attn, start_layer=0.5)
+
+
+def reference_pooled_flow(attn_sample, weights):
+    """networkx: the layered graph plus a super-sink fed by each top node with capacity weights[i]."""
+    layers = [a.mean(axis=0) for a in attn_sample]
+    n = layers[0].shape[0]
+    graph = nx.DiGraph()
+    for depth, fused in enumerate(layers):
+        aug = (fused + np.eye(n)) / (fused + np.eye(n)).sum(axis=1, keepdims=True)
+        for i in range(n):
+            for j in range(n):
+                graph.add_edge((depth, j), (depth + 1, i), capacity=aug[i, j])
+    for i in range(n):
+        graph.add_edge((len(layers), i), "sink", capacity=weights[i] / weights.sum())
+    flow = np.array([nx.maximum_flow_value(graph, (0, j), "sink") for j in range(n)])
+    return flow / flow.sum()
+
+
+def test_pooled_flow_equals_networkx_super_sink_and_one_hot_equals_the_row():
+    from rollout_core.maths.flow import pooled_attention_flow
+
+    attn = attention(3, 2, 2, 5, seed=9)
+    weights = torch.tensor([[0.5, 0.0, 1.0, 1.0, 0.5], [1.0, 1.0, 1.0, 1.0, 1.0]], dtype=torch.float64)
+    ours = pooled_attention_flow(attn, weights)
+    for b in range(2):
+        expected = reference_pooled_flow([a[b].numpy() for a in attn], weights[b].numpy())
+        assert np.abs(ours[b].numpy() - expected).max() < 1e-3
+    one_hot = torch.zeros(2, 5, dtype=torch.float64)
+    one_hot[:, 3] = 1.0
+    assert torch.allclose(pooled_attention_flow(attn, one_hot), attention_flow(attn, output_tokens=[3])[:, 0], atol=1e-6)

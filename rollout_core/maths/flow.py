@@ -133,3 +133,75 @@ def attention_flow(
         for (row, _), flow in zip(kept_outputs, values):
             result[b, row, keep] = flow
     return torch.from_numpy(result).to(device=device, dtype=dtype)
+
+
+def _pooled_graph(layers: Sequence[np.ndarray], weights: np.ndarray, prune_threshold: float) -> csr_matrix:
+    """The layered graph plus one super-sink fed by each top node i with capacity weights[i]."""
+    outputs = np.flatnonzero(weights > 0)
+    graph = _flow_graph(layers, outputs, prune_threshold).tocoo()
+    n = layers[0].shape[0]
+    sink = graph.shape[0]
+    capacity = np.rint(weights[outputs] * SCALE).astype(np.int64)
+    rows = np.concatenate([graph.row, len(layers) * n + outputs])
+    cols = np.concatenate([graph.col, np.full(len(outputs), sink)])
+    data = np.concatenate([graph.data.astype(np.int64), capacity]).astype(np.int32)
+    return csr_matrix((data, (rows, cols)), shape=(sink + 1, sink + 1))
+
+
+def pooled_attention_flow(
+    attentions: Attentions,
+    weights: torch.Tensor,
+    *,
+    head_fusion: str = "mean",
+    residual_weight: float = 1.0,
+    attention_mask: torch.Tensor | None = None,
+    start_layer: int = 0,
+    end_layer: int | None = None,
+    approximate: bool = False,
+    prune_threshold: float = 1e-2,
+    progress: ProgressCallback | None = None,
+) -> torch.Tensor:
+    """Flow from every input token into a pooled readout, (B, n), rows summing to 1.
+
+    A readout that pools several output positions (mean-pooled encoders, DINOv2 classifiers reading
+    [CLS] and the patch mean) is one more node: a super-sink fed by each top node i through an edge of
+    capacity weights[b, i] (weights are normalised to sum to 1 first). One max-flow problem per input
+    token instead of one per (output, input) pair; with one-hot weights it equals attention_flow's row,
+    because no more than 1 can flow into a top node (its in-capacities are a row of Ã).
+    """
+    all_layers = as_layers(attentions)
+    dtype = compute_dtype(all_layers[0].dtype)
+    batch, _, n, _ = all_layers[0].shape
+    device = all_layers[0].device
+    layers = layer_range(len(all_layers), start_layer, end_layer)
+    if not 0.0 <= float(prune_threshold) < 1.0:
+        raise InputError(f"prune_threshold must be in [0, 1), got {prune_threshold}")
+    w = torch.as_tensor(weights, dtype=torch.float64).cpu().reshape(batch, -1).numpy()
+    if w.shape[1] != n or (w < 0).any() or not np.isfinite(w).all():
+        raise InputError(f"pooling weights must be (batch, {n}), finite and >= 0")
+    real = real_token_mask(attention_mask, batch, n, device, dtype).bool().cpu().numpy()
+    augmented = torch.stack([
+        augment_layer(fuse_heads(all_layers[l].to(dtype), head_fusion), residual_weight=residual_weight,
+                      attention_mask=attention_mask)
+        for l in layers
+    ]).cpu().to(torch.float64).numpy()
+    threshold = float(prune_threshold) if approximate else 0.0
+    result = np.zeros((batch, n), dtype=np.float64)
+    total, done = int(real.sum()), 0
+    for b in range(batch):
+        keep = np.flatnonzero(real[b])
+        pool = w[b, keep]
+        if pool.sum() <= 0:
+            continue
+        graph = _pooled_graph([augmented[l, b][np.ix_(keep, keep)] for l in range(len(layers))],
+                              pool / pool.sum(), threshold)
+        sink = graph.shape[0] - 1
+        values = np.zeros(len(keep))
+        for source in range(len(keep)):
+            values[source] = maximum_flow(graph, source, sink, method="dinic").flow_value / SCALE
+            done += 1
+            if progress is not None:
+                progress(done, total)
+        if values.sum() > 0:
+            result[b, keep] = values / values.sum()
+    return torch.from_numpy(result).to(device=device, dtype=dtype)
