@@ -6,7 +6,9 @@ setup step at `models_dir()/"dinov2-small"`) frozen and trains only the linear c
 extracted once (eval mode, inference mode, in batches) through the very processor the built folder ships
 (bicubic resize of the whole image to `resolution` px, no crop, ImageNet mean/std), the head is fitted by
 full-batch L-BFGS on cross-entropy + L2 (strength picked on a validation split), and accuracy is measured on
-the held-out "test" split. The smallest resolution in `--resolutions` that reaches `--target` is kept.
+the held-out "test" split. The smallest resolution in `--resolutions` that reaches `--target` is kept
+(none does: the largest tried). Measured (2 shared cores): 0.754 at 112 px, 0.814 at 224 px; the linear
+head on pooled frozen features is the limit (train accuracy only 0.91), more images would not fix it.
 
 Output (tiny, committed): `rollout_core/assets/image-head/head.safetensors` (classifier.weight, .bias) and
 `training.json` (settings, metrics, timings, and the logits of a few test images that the setup step
