@@ -19,6 +19,7 @@ row normalisation) is within E/(2·SCALE) of the exact one, E = number of edges 
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import numpy as np
@@ -82,6 +83,35 @@ def _flow_rows(
     return np.divide(values, sums, out=np.zeros_like(values), where=sums > 0), done
 
 
+@dataclass
+class _Graphs:
+    """Inputs shared by the flow functions: every selected layer's Ã as numpy and the real-token mask."""
+
+    augmented: np.ndarray  # (L', B, n, n) float64
+    real: np.ndarray  # (B, n) bool
+    threshold: float  # 0 for exact flow
+    dtype: torch.dtype
+    device: torch.device
+
+
+def _prepare(attentions: Attentions, head_fusion: str, residual_weight: float, attention_mask: torch.Tensor | None,
+             start_layer: int, end_layer: int | None, approximate: bool, prune_threshold: float) -> _Graphs:
+    all_layers = as_layers(attentions)
+    dtype = compute_dtype(all_layers[0].dtype)
+    batch, _, n, _ = all_layers[0].shape
+    device = all_layers[0].device
+    layers = layer_range(len(all_layers), start_layer, end_layer)
+    if not 0.0 <= float(prune_threshold) < 1.0:
+        raise InputError(f"prune_threshold must be in [0, 1), got {prune_threshold}")
+    real = real_token_mask(attention_mask, batch, n, device, dtype).bool().cpu().numpy()
+    augmented = torch.stack([
+        augment_layer(fuse_heads(all_layers[l].to(dtype), head_fusion), residual_weight=residual_weight,
+                      attention_mask=attention_mask)
+        for l in layers
+    ]).cpu().to(torch.float64).numpy()
+    return _Graphs(augmented, real, float(prune_threshold) if approximate else 0.0, dtype, device)
+
+
 def attention_flow(
     attentions: Attentions,
     *,
@@ -103,23 +133,13 @@ def attention_flow(
     never a disconnected node. Its error is measured, not bounded (tests/test_flow.py,
     benchmarks/bench_flow.py). `progress(done, total)` is called after each max-flow problem.
     """
-    all_layers = as_layers(attentions)
-    dtype = compute_dtype(all_layers[0].dtype)
-    batch, _, n, _ = all_layers[0].shape
-    device = all_layers[0].device
-    layers = layer_range(len(all_layers), start_layer, end_layer)
-    if not 0.0 <= float(prune_threshold) < 1.0:
-        raise InputError(f"prune_threshold must be in [0, 1), got {prune_threshold}")
+    g = _prepare(attentions, head_fusion, residual_weight, attention_mask, start_layer, end_layer, approximate,
+                 prune_threshold)
+    augmented, real, threshold, dtype, device = g.augmented, g.real, g.threshold, g.dtype, g.device
+    num_layers, batch, n, _ = augmented.shape
     outputs = list(range(n)) if output_tokens is None else [int(t) for t in output_tokens]
     if not outputs or any(not 0 <= t < n for t in outputs):
         raise InputError(f"output_tokens must be positions in 0..{n - 1}, got {output_tokens}")
-    real = real_token_mask(attention_mask, batch, n, device, dtype).bool().cpu().numpy()
-    augmented = torch.stack([
-        augment_layer(fuse_heads(all_layers[l].to(dtype), head_fusion), residual_weight=residual_weight,
-                      attention_mask=attention_mask)
-        for l in layers
-    ]).cpu().to(torch.float64).numpy()  # (L', B, n, n)
-    threshold = float(prune_threshold) if approximate else 0.0
     result = np.zeros((batch, len(outputs), n), dtype=np.float64)
     total = sum(int(real[b].sum()) * sum(bool(real[b, t]) for t in outputs) for b in range(batch))
     done = 0
@@ -128,7 +148,7 @@ def attention_flow(
         kept_outputs = [(row, int(np.searchsorted(keep, t))) for row, t in enumerate(outputs) if real[b, t]]
         if not kept_outputs:
             continue
-        sample_layers = [augmented[l, b][np.ix_(keep, keep)] for l in range(len(layers))]
+        sample_layers = [augmented[l, b][np.ix_(keep, keep)] for l in range(num_layers)]
         values, done = _flow_rows(sample_layers, [t for _, t in kept_outputs], threshold, progress, done, total)
         for (row, _), flow in zip(kept_outputs, values):
             result[b, row, keep] = flow
@@ -169,23 +189,13 @@ def pooled_attention_flow(
     token instead of one per (output, input) pair; with one-hot weights it equals attention_flow's row,
     because no more than 1 can flow into a top node (its in-capacities are a row of Ã).
     """
-    all_layers = as_layers(attentions)
-    dtype = compute_dtype(all_layers[0].dtype)
-    batch, _, n, _ = all_layers[0].shape
-    device = all_layers[0].device
-    layers = layer_range(len(all_layers), start_layer, end_layer)
-    if not 0.0 <= float(prune_threshold) < 1.0:
-        raise InputError(f"prune_threshold must be in [0, 1), got {prune_threshold}")
+    g = _prepare(attentions, head_fusion, residual_weight, attention_mask, start_layer, end_layer, approximate,
+                 prune_threshold)
+    augmented, real, threshold, dtype, device = g.augmented, g.real, g.threshold, g.dtype, g.device
+    num_layers, batch, n, _ = augmented.shape
     w = torch.as_tensor(weights, dtype=torch.float64).cpu().reshape(batch, -1).numpy()
     if w.shape[1] != n or (w < 0).any() or not np.isfinite(w).all():
         raise InputError(f"pooling weights must be (batch, {n}), finite and >= 0")
-    real = real_token_mask(attention_mask, batch, n, device, dtype).bool().cpu().numpy()
-    augmented = torch.stack([
-        augment_layer(fuse_heads(all_layers[l].to(dtype), head_fusion), residual_weight=residual_weight,
-                      attention_mask=attention_mask)
-        for l in layers
-    ]).cpu().to(torch.float64).numpy()
-    threshold = float(prune_threshold) if approximate else 0.0
     result = np.zeros((batch, n), dtype=np.float64)
     total, done = int(real.sum()), 0
     for b in range(batch):
@@ -193,7 +203,7 @@ def pooled_attention_flow(
         pool = w[b, keep]
         if pool.sum() <= 0:
             continue
-        graph = _pooled_graph([augmented[l, b][np.ix_(keep, keep)] for l in range(len(layers))],
+        graph = _pooled_graph([augmented[l, b][np.ix_(keep, keep)] for l in range(num_layers)],
                               pool / pool.sum(), threshold)
         sink = graph.shape[0] - 1
         values = np.zeros(len(keep))
