@@ -129,11 +129,12 @@ def test_in_contrasts_only_the_second_clause_decides(splits):
     assert contrasts >= 300
 
 
-def test_natural_csv_is_well_formed_and_balanced():
-    with open(sentiment.NATURAL_CSV, newline="", encoding="utf-8") as handle:
+@pytest.mark.parametrize("path", sentiment.NATURAL_SETS.values(), ids=sentiment.NATURAL_SETS)
+def test_natural_csv_is_well_formed_and_balanced(path):
+    with open(path, newline="", encoding="utf-8") as handle:
         rows = list(csv.DictReader(handle))
     assert list(rows[0]) == ["text", "label", "evidence"]
-    examples = sentiment.natural()
+    examples = sentiment.natural(path)
     assert len(examples) == len(rows) >= 60
     labels = [e.label for e in examples]
     assert abs(labels.count("POSITIVE") - labels.count("NEGATIVE")) <= 2
@@ -143,6 +144,11 @@ def test_natural_csv_is_well_formed_and_balanced():
         assert found == sorted(w.strip().lower() for w in row["evidence"].split("|")), example
     assert sum(bool(re.search(r"\b(not|never|no|nobody)\b|n't", e.text)) for e in examples) >= 8
     assert sum(" but " in e.text for e in examples) >= 5
+
+
+def test_natural_sets_share_no_sentence():
+    original, blind = ({e.text.lower() for e in sentiment.natural(p)} for p in sentiment.NATURAL_SETS.values())
+    assert original.isdisjoint(blind)
 
 
 def test_natural_rejects_evidence_that_is_not_in_the_text(tmp_path):
