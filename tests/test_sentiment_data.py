@@ -31,6 +31,15 @@ disaster mess nightmare letdown failure flop joke disgrace ripoff catastrophe sh
 dislike loathed loathe despised despise detested detest regretted regret deplored deplore abhorred abhor
 """.split())
 NEGATION_WORDS = {"not", "never", "hardly", "wasn't", "weren't", "isn't", "didn't"}
+# Implied-sentiment phrases: their deciding part, and its polarity from the list it is written in.
+IMPLIED = {sentiment.implied_evidence(phrase).lower(): positive
+           for pair in sentiment.IMPLIED_PHRASES.values() for positive, phrases in zip((True, False), pair)
+           for phrase in phrases}
+
+
+def _ngrams(text, n):
+    words = re.findall(r"[a-z']+", text.lower())
+    return {tuple(words[i:i + n]) for i in range(len(words) - n + 1)}
 
 
 def _polar_words(examples):
@@ -82,11 +91,11 @@ def test_held_out_deciding_words_are_single_wordpieces_of_the_base_encoder(split
     vocab = set((base / "vocab.txt").read_text(encoding="utf-8").split("\n"))
     assert sentiment.MULTI_PIECE_WORDS == {w for w in POSITIVE_WORDS | NEGATIVE_WORDS if w not in vocab}
     for split in ("validation", "test"):
-        assert all(w in vocab for w in _polar_words(splits[split]))
+        assert all(w in vocab for w in _polar_words(splits[split]) - set(IMPLIED))
 
 
-def test_evidence_spans_are_whole_vocabulary_words(splits):
-    vocabulary = POSITIVE_WORDS | NEGATIVE_WORDS | NEGATION_WORDS
+def test_evidence_spans_are_whole_vocabulary_words_or_implied_phrases(splits):
+    vocabulary = POSITIVE_WORDS | NEGATIVE_WORDS | NEGATION_WORDS | set(IMPLIED)
     for examples in splits.values():
         for example in examples:
             assert example.evidence, example
@@ -109,12 +118,28 @@ def test_label_follows_the_evidence_with_negations_flipping(splits):
                 if word in NEGATION_WORDS:
                     pending_negation = True
                     continue
-                positive = (word in POSITIVE_WORDS) != pending_negation
+                positive = IMPLIED[word] if word in IMPLIED else (word in POSITIVE_WORDS) != pending_negation
                 assert ("POSITIVE" if positive else "NEGATIVE") == example.label, example
                 negated[example.label] += pending_negation
                 pending_negation = False
             assert not pending_negation, example  # a negation always comes with its word
     assert min(negated.values()) >= 100  # negations flip both ways, and often
+
+
+def test_implied_phrases_have_no_polar_word_and_copy_no_natural_sentence(splits):
+    """Implied clauses decide without a lexicon word, and none is a copy of a hand-written natural sentence."""
+    natural_grams = set().union(*(_ngrams(e.text, 4) for path in sentiment.NATURAL_SETS.values()
+                                  for e in sentiment.natural(path)))
+    for pair in sentiment.IMPLIED_PHRASES.values():
+        for phrase in pair[0] + pair[1]:
+            words = set(re.findall(r"[a-z']+", phrase.lower()))
+            assert not words & (POSITIVE_WORDS | NEGATIVE_WORDS), phrase
+            assert not _ngrams(re.sub(r"[\[\]]|\{s\}", "", phrase), 4) & natural_grams, phrase
+    implied = {split: {e.text[s:t].lower() for e in examples for s, t in e.evidence} & set(IMPLIED)
+               for split, examples in splits.items()}
+    assert len(implied["test"]) >= 15 and len(implied["train"]) >= 40  # held out, and not a handful
+    share = sum(any(e.text[s:t].lower() in IMPLIED for s, t in e.evidence) for e in splits["train"]) / 600
+    assert 0.15 < share < 0.6  # implied clauses are frequent, but polar words still dominate
 
 
 def test_in_contrasts_only_the_second_clause_decides(splits):

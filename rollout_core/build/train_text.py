@@ -4,8 +4,8 @@ all-MiniLM-L6-v2 stays frozen up to its top encoder layers; those layers, the po
 are trained on generated sentences (rollout_core.data.sentiment, train split), so the prediction is the
 standard [CLS] -> pooler -> classifier path. Seeded; a few minutes on 2 CPU cores. Writes the trained
 parameters (fp16 safetensors) and a json with the settings and held-out metrics to
-rollout_core/assets/text-sentiment/, then prints the accuracies on the generated test split (disjoint words
-and templates) and on the hand-written natural sentences (never used for training or selection).
+rollout_core/assets/text-sentiment/, then prints the accuracies on the generated test split (disjoint words,
+phrases and templates) and on both hand-written natural sets (never used for training or selection).
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from rollout_core.data import sentiment
 
 SETTINGS = {
     "seed": 0,
-    "train_sentences": 5000,
+    "train_sentences": 6000,
     "validation_sentences": 1000,
     "test_sentences": 2000,
     "trained_layers": [4, 5],
@@ -168,7 +168,8 @@ def train(settings: dict = SETTINGS) -> tuple[dict[str, torch.Tensor], dict]:
     metrics = {
         "validation_accuracy": accuracy(model, tokenizer, validation),
         "test_accuracy": accuracy(model, tokenizer, test),
-        "natural_accuracy": accuracy(model, tokenizer, sentiment.natural()),
+        **{f"{name}_accuracy": accuracy(model, tokenizer, sentiment.natural(path))
+           for name, path in sentiment.NATURAL_SETS.items()},
         "history": history,
         "train_seconds": round(time.perf_counter() - started, 1),
         "check": {"text": check, "positive_probability": positive_probabilities(model, tokenizer, [check]).item()},
@@ -188,7 +189,8 @@ def main() -> None:
                                                       "transformers": transformers.__version__}}
     SETTINGS_FILE.write_text(json.dumps(record, indent=2) + "\n")
     print(f"generated test accuracy: {metrics['test_accuracy']:.4f} ({SETTINGS['test_sentences']} sentences)")
-    print(f"natural set accuracy:    {metrics['natural_accuracy']:.4f} ({len(sentiment.natural())} sentences)")
+    for name, path in sentiment.NATURAL_SETS.items():
+        print(f"{name} set accuracy: {metrics[f'{name}_accuracy']:.4f} ({len(sentiment.natural(path))} sentences)")
     print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
 
 

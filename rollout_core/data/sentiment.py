@@ -2,13 +2,15 @@
 
 Sentences are built from clause frames filled from word lists (positive/negative adjectives, verbs and
 nouns, negations that flip, intensifiers, neutral filler, "but"-style contrasts where the second clause
-decides) over several domains (food, film, service, product, hotel). Every `TextExample` records the
-character spans of the words that decide its label: the polar words of the deciding clause(s) and the
-negations that flip them. Those spans are the ground truth for judging explanations.
+decides) and from implied-sentiment clauses, consequences with no polar word ("I sent it back the next
+day"), over several domains (food, film, service, product, hotel, book, software, travel, work). Every
+`TextExample` records the character spans of the words that decide its label: the polar words of the
+deciding clause(s) and the negations that flip them, or the deciding phrase of an implied clause. Those
+spans are the ground truth for judging explanations.
 
-Splits are honest: train, validation and test draw their polar words from disjoint subsets (a word seen in
-training never decides a test sentence) and use disjoint sentence templates and filler phrases. Held-out
-polar words are single WordPiece tokens of the base encoder (see MULTI_PIECE_WORDS).
+Splits are honest: train, validation and test draw their polar words and implied phrases from disjoint
+subsets (a word seen in training never decides a test sentence) and use disjoint sentence templates and
+filler phrases. Held-out polar words are single WordPiece tokens of the base encoder (see MULTI_PIECE_WORDS).
 """
 from __future__ import annotations
 
@@ -84,6 +86,11 @@ _DOMAIN_ADJ = {
         "charming",
         "dirty cramped noisy filthy shabby smelly uncomfortable dingy stuffy grimy damp gloomy",
     ),
+    # The domains below reuse words of the lists above, so adding them moved no word between splits.
+    "book": ("gripping moving clever touching engaging funny charming", "boring dull predictable tedious confusing shallow pointless"),
+    "software": ("reliable fast intuitive responsive useful solid", "buggy slow unreliable clunky useless broken"),
+    "travel": ("comfortable quiet convenient relaxing clean", "cramped noisy dirty uncomfortable slow"),
+    "work": ("friendly helpful professional efficient engaging", "rude dismissive boring pointless unhelpful"),
 }
 # Verbs: (past tense, base form) for "I loved X" / "I did not love X".
 _VERBS = (
@@ -136,6 +143,14 @@ _ENTITIES = {
     "hotel": [("the room", 0), ("the hotel", 0), ("the bed", 0), ("the bathroom", 0), ("the lobby", 0),
               ("the pool", 0), ("the apartment", 0), ("the sheets", 1), ("the hostel", 0),
               ("the suite", 0), ("the towels", 1), ("the cabin", 0)],
+    "book": [("the book", 0), ("the novel", 0), ("the memoir", 0), ("the biography", 0), ("the cookbook", 0),
+             ("the writing", 0), ("the chapters", 1), ("the translation", 0), ("the thriller", 0)],
+    "software": [("the software", 0), ("the update", 0), ("the program", 0), ("the website", 0),
+                 ("the editor", 0), ("the plugin", 0), ("the game", 0), ("the tool", 0), ("the dashboard", 0)],
+    "travel": [("the flight", 0), ("the train", 0), ("the trip", 0), ("the ferry", 0), ("the cruise", 0),
+               ("the tour", 0), ("the bus", 0), ("the journey", 0), ("the airline", 0), ("the seats", 1)],
+    "work": [("the team", 0), ("my manager", 0), ("the workshop", 0), ("the course", 0), ("the office", 0),
+             ("my colleagues", 1), ("the new job", 0), ("the training", 0), ("the conference", 0)],
 }
 _EXPERIENCE_NOUNS = {
     "food": ("meal", "dinner", "lunch", "brunch"),
@@ -143,6 +158,10 @@ _EXPERIENCE_NOUNS = {
     "service": ("experience", "visit", "appointment", "encounter"),
     "product": ("purchase", "buy", "investment", "gadget"),
     "hotel": ("stay", "trip", "weekend", "holiday"),
+    "book": ("read", "book", "story", "novel"),
+    "software": ("tool", "upgrade", "product", "download"),
+    "travel": ("trip", "journey", "flight", "holiday"),
+    "work": ("job", "course", "week", "day"),
 }
 _NEUTRAL_SENTENCES = {
     "food": ("We went there on a Saturday evening", "I ordered the set menu",
@@ -158,6 +177,96 @@ _NEUTRAL_SENTENCES = {
                 "It replaced my old one", "I ordered it online", "My friend gave it to me"),
     "hotel": ("We stayed for three nights", "The hotel is near the station", "We checked in late",
               "It was a business trip", "We booked it through an agency", "We arrived on Friday"),
+    "book": ("I borrowed it from the library", "It came out last spring", "My sister lent it to me",
+             "I read it on holiday", "It is the second in a series", "I picked it up at the airport"),
+    "software": ("We installed it on Monday", "I tried the free version first", "Our team uses it for invoices",
+                 "It runs on my work laptop", "I downloaded it last week", "The company switched to it in May"),
+    "travel": ("We flew out on a Tuesday", "It was a ten-hour journey", "We travelled with two children",
+               "We booked the tickets in March", "It was my first time abroad", "We took the early departure"),
+    "work": ("I joined the company in January", "The course ran for six weeks", "We meet every Thursday",
+             "I work in the finance department", "It was my second year there", "The workshop was held online"),
+}
+# Implied sentiment: clauses that decide the label through a consequence or a behaviour, with no polar word
+# ("I sent it back the next day"). [brackets] mark the deciding phrase (the evidence), {s} the domain's
+# subject; verbs are in the past or take "I"/"we", so any subject fits. Phrases are dealt to splits like the
+# polar words. (positive, negative) for every domain, after the ones that fit every domain.
+IMPLIED_PHRASES = {
+    "any": (
+        ("I [would not change a thing]", "I [have told everyone I know about it]",
+         "I [was smiling the whole time]", "it [beat every expectation I had]",
+         "I [would pay twice the price] for it", "I [keep coming back to it]",
+         "[nothing went wrong] from start to finish"),
+        ("I [want my money back]", "I [would not wish it on anyone]", "I [asked for a refund]",
+         "I [wasted a whole afternoon] on it", "I [warned my friends to stay away]",
+         "I [counted the minutes until it was over]", "I [will not make that mistake again]"),
+    ),
+    "food": (
+        ("I [went back for seconds]", "[every plate came back empty]", "I [finished every last bite]",
+         "we [booked again] before we had even left", "[the table fell silent] as soon as the food arrived",
+         "we [ordered the same dish again] the next night"),
+        ("I [left most of it] on the plate", "I [was sick all night] afterwards", "I [found a hair in it]",
+         "we [paid and left] before the main course", "[nobody finished] their plate",
+         "[half of it went in the bin]"),
+    ),
+    "film": (
+        ("I [watched it twice] in one week", "[the whole cinema cheered] at the end",
+         "I [could not look away] for a second", "I [forgot to check my phone] the whole time",
+         "[the time went by in a flash]", "[I cried] at the end"),
+        ("I [kept checking my watch]", "[half the audience left] before the end", "I [dozed off] after twenty minutes",
+         "we [switched it off] after an hour", "I [want those two hours back]", "I [cannot remember a single scene]"),
+    ),
+    "service": (
+        ("{s} [remembered our names] from last time", "{s} [fixed the problem on the spot]",
+         "{s} [went the extra mile]", "{s} [stayed late to help us]", "{s} [got back to me] the same day",
+         "{s} [gave us a free drink] for the wait"),
+        ("{s} [ignored us] for twenty minutes", "{s} [hung up on me] twice", "{s} [rolled their eyes] at my question",
+         "{s} [got our order mixed up]", "{s} [left us standing at the door]",
+         "I [had to explain the problem five times]"),
+    ),
+    "product": (
+        ("{s} [still runs as well as on day one]", "I [bought another one] for my parents",
+         "{s} [survived a drop] onto concrete", "{s} [does exactly what it promises]",
+         "{s} [paid for itself] within a month", "{s} [charged fully in half an hour]"),
+        ("{s} [fell apart] after a week", "I [sent it back] the next day", "{s} [gave up] after a fortnight",
+         "{s} [overheated within minutes]", "{s} [came with a part missing]", "{s} [started leaking] on day two"),
+    ),
+    "hotel": (
+        ("we [extended our stay] by two nights", "I [slept ten hours straight]", "we [would stay here again in a heartbeat]",
+         "{s} [became our second home]", "[the staff knew us by name] by day two",
+         "we [are already planning our return]"),
+        ("we [checked out a day early]", "I [barely slept]", "we [found ants] in the bathroom",
+         "[the key card failed] every evening", "we [moved to another hotel] after one night",
+         "[there was hair in the shower]"),
+    ),
+    "book": (
+        ("I [read it in a weekend]", "I [could not put it down]", "I [have already started rereading it]",
+         "I [bought copies] for my friends", "I [stayed up until two] to finish it", "I [underlined half of it]"),
+        ("I [abandoned it] after fifty pages", "I [skimmed the last chapters]", "[it is now propping up a table leg]",
+         "I [kept losing track] of who was who", "I [donated it] the next day", "I [had to force myself] to finish it"),
+    ),
+    "software": (
+        ("{s} [has not crashed once]", "{s} [handled thousands of files] without a hiccup",
+         "I [switched the whole team to it]", "I [uninstalled the old one] the same day",
+         "{s} [synced instantly] across all my devices", "{s} [cut our release time in half]"),
+        ("{s} [crashed twice during the demo]", "{s} [lost all my settings]", "I [had to reinstall it three times]",
+         "{s} [logged me out every hour]", "{s} [ate up all my memory]", "{s} [corrupted two of my files]"),
+    ),
+    "travel": (
+        ("we [caught every connection]", "[there was not a single delay] the whole way",
+         "I [would take this route again]", "I [am already saving] for the next trip",
+         "we [made it with time to spare]", "[the crew made everyone feel at ease]"),
+        ("we [missed our connection]", "{s} [got cancelled at the last minute]", "we [sat on the runway] for three hours",
+         "[our bags ended up in another country]", "we [spent the night on the airport floor]",
+         "I [will be driving] next time"),
+    ),
+    "work": (
+        ("{s} [finished the project ahead of schedule]", "I [got promoted] within a year",
+         "I [actually look forward to Mondays] now", "[everyone stayed after the talk] to ask questions",
+         "I [learned more in a day] than in a month of reading", "I [would sign up again] tomorrow"),
+        ("I [handed in my notice] after a month", "[half the team quit] within a year",
+         "I [learned nothing] I did not already know", "we [redid the whole report] because of it",
+         "I [dread Monday mornings] now", "[nobody listened] to a word I said"),
+    ),
 }
 # Sentence templates, disjoint per split: {c} one clause; {c1} {c2} two clauses of the same polarity;
 # contrast templates set c1 to the opposite polarity and let c2 decide; {f} a neutral sentence,
@@ -205,6 +314,7 @@ def _assign_splits() -> dict[str, str]:
     lists = [_words(_GENERIC_ADJ[p]) for p in (0, 1)]
     lists += [_words(pair[p]) for pair in _DOMAIN_ADJ.values() for p in (0, 1)]
     lists += [tuple(past for past, _ in _VERBS[p]) for p in (0, 1)] + [_words(_NOUNS[p]) for p in (0, 1)]
+    lists += [tuple(map(implied_evidence, pair[p])) for pair in IMPLIED_PHRASES.values() for p in (0, 1)]
     deal = ("validation", "test") + ("train",) * 5
     whole_verbs = {past for pair in _VERBS for past, base in pair if base in MULTI_PIECE_WORDS}
     assigned = {word: "train" for word in _CORE_TRAIN | MULTI_PIECE_WORDS | whole_verbs}
@@ -212,6 +322,11 @@ def _assign_splits() -> dict[str, str]:
         fresh = [w for w in words if w not in assigned]
         assigned.update({w: deal[i % len(deal)] for i, w in enumerate(fresh)})
     return assigned
+
+
+def implied_evidence(phrase: str) -> str:
+    """The deciding phrase of an implied-sentiment clause: its [bracketed] part."""
+    return re.search(r"\[([^\]]+)\]", phrase).group(1)
 
 
 _SPLIT_OF = _assign_splits()
@@ -260,6 +375,10 @@ class _Generator:
         self.generic = tuple(_keep(_words(_GENERIC_ADJ[p]), split) for p in order)
         self.verbs = tuple(_keep(_VERBS[p], split, key=lambda v: v[0]) for p in order)
         self.nouns = tuple(_keep(_words(_NOUNS[p]), split) for p in order)
+        self.implied = {
+            domain: tuple(_keep(IMPLIED_PHRASES["any"][p] + IMPLIED_PHRASES[domain][p], split, key=implied_evidence) for p in order)
+            for domain in _DOMAIN_ADJ
+        }
         self.templates = _TEMPLATES[split]
 
     # A clause is a list of (piece, is_evidence); `positive` is the polarity the clause must express.
@@ -267,8 +386,11 @@ class _Generator:
         rng = self.rng
         negate = rng.random() < 0.3
         polar = positive != negate  # polarity of the polar word itself
-        kind = rng.choices(("copula", "noun", "verb", "experience", "recommend"), (6, 1, 2, 1.5, 0.7))[0]
+        kind = rng.choices(("copula", "noun", "verb", "experience", "recommend", "implied"), (6, 1, 2, 1.5, 0.7, 3))[0]
         subject, plural = rng.choice(_ENTITIES[domain]) if rng.random() > 0.08 else ("it", 0)
+        if kind == "implied":  # never negated: "I did not send it back" says little either way
+            phrase = rng.choice(self.implied[domain][positive]).replace("{s}", subject)
+            return [(piece, i % 2 == 1) for i, piece in enumerate(re.split(r"[\[\]]", phrase)) if piece]
         be = "were" if plural else "was"
         if kind == "noun" and plural:
             kind = "copula"
