@@ -1,14 +1,13 @@
 """Compare page: two models (or one model with two methods) on the same text or image."""
 from __future__ import annotations
 
-import math
-
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.layer_explorer import comparison_payload, layer_explorer
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
-from rollout_core import compare, figures
+from rollout_core import compare
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
@@ -58,42 +57,32 @@ for side, name, allow_pickle, method in (("A", name_a, pickle_a, method_a), ("B"
     results.append(exp)
 
 a, b = results
-if a is not None and b is not None:
+
+
+@st.fragment
+def layer_view(a: object, b: object) -> None:
+    """Both sides, their agreement and difference at the slider's layer, switched in the browser."""
     layers = min(a.num_layers, b.num_layers)
-    layer, raw = views.layer_choice(layers)
     if a.num_layers != b.num_layers:
         st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
                    "(each side shows its own layer of that number).")
-    index = views.layer_index(layer)
-    rows = [figures.row_scores(exp, index, raw) for exp in (a, b)]
+    layer_explorer(comparison_payload(a, b), layers)
+    sync_url()
+
+
+if a is not None and b is not None:
     cols = st.columns(2)
     for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
             st.markdown(f"**{side}: {exp.model_name}, {exp.method}**")
             views.prediction(exp, f"Prediction ({side})")
-    zmax = views.shared_zmax(a, b, raw=raw)
-    for col, exp, side in zip(cols, (a, b), "AB"):
-        with col:
-            if exp.kind == "text":
-                st.html(figures.token_highlight_html(exp, layer=index, raw_attention=raw, zmax=zmax,
-                                                     marker=f"{side}-layer-{layer}"))
-            else:
-                st.plotly_chart(figures.patch_heatmap(exp, layer=index, raw_attention=raw, zmax=zmax),
-                                key=f"grid_{side}")
-            views.summary(exp, layer, raw)
-
-    st.subheader("Agreement")
     with core.guarded("comparing the two explanations"):
-        result = compare.compare(a, b, scores_a=rows[0], scores_b=rows[1])
+        result = compare.compare(a, b)
         if result.aligned_by_words:
             st.info("The two tokenizers split the text differently: scores were aligned onto words by "
                     "character offsets, and the comparison is per word.")
         if result.note:
             st.caption(result.note)
-        m = st.columns(3)
-        m[0].metric("Spearman rank correlation", "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}")
-        m[1].metric(f"Top-{result.k} overlap", f"{result.top_k_overlap:.0%}")
-        m[2].metric("Units compared", str(len(result.units)))
-        st.plotly_chart(figures.difference_figure(a, b, layer=index, raw_attention=raw, comparison=result),
-                        key="difference")
+        st.subheader("Layer by layer: both sides on one scale, their agreement and difference")
+        layer_view(a, b)
 sync_url()

@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.layer_explorer import image_payload, layer_explorer
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -45,17 +46,11 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
                    allow_pickle, image_bytes, method)
 
 
-
 @st.fragment
 def layer_view(exp: object, opacity: float, scale: str) -> None:
-    """The layer slider with the overlay and the patch grid it drives; a slider move reruns only this part."""
-    layer, raw = views.layer_choice(exp.num_layers)
-    view = dict(layer=views.layer_index(layer), raw_attention=raw, colormap=scale, zmax=views.shared_zmax(exp, raw=raw))
-    st.html(f'<div class="image-view" data-view="layer-{layer}-{"raw" if raw else "cum"}"></div>')
-    views.summary(exp, layer, raw)
-    a, b = st.columns(2)
-    a.plotly_chart(figures.image_overlay(exp, opacity=opacity, **view), key="overlay")
-    b.plotly_chart(figures.patch_heatmap(exp, **view), key="grid")
+    """The layer slider with the overlay, patch grid and summary it drives, switched in the browser; the
+    position it reports back reruns only this part."""
+    layer_explorer(image_payload(exp, opacity, scale), exp.num_layers)
     sync_url()
 
 

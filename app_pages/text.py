@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.layer_explorer import layer_explorer, text_payload
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -45,18 +46,14 @@ if handle is not None:
 
 @st.fragment
 def layer_view(exp: object, specials: str) -> None:
-    """Everything that follows the layer slider; a slider move reruns only this part."""
-    layer, raw = views.layer_choice(exp.num_layers)
-    index = views.layer_index(layer)
-    zmax = views.shared_zmax(exp, raw=raw)
-    st.html(figures.token_highlight_html(exp, layer=index, raw_attention=raw, zmax=zmax,
-                                         marker=f"layer-{layer}-{'raw' if raw else 'cum'}"))
-    views.summary(exp, layer, raw)
-    st.plotly_chart(figures.score_bar(exp, layer=index, raw_attention=raw, zmax=zmax), key="bars")
+    """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
+    per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
+    layer, raw = layer_explorer(text_payload(exp), exp.num_layers)
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
-    if heads.open:  # drawn only while open: the grid is the heaviest figure of a slider move
+    if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
-            head_view(exp, index, specials)
+            st.caption(f"Layer {layer} of {exp.num_layers}.")
+            head_view(exp, views.layer_index(layer), specials)
     sync_url()
 
 

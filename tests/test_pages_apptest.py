@@ -15,6 +15,7 @@ import streamlit as st
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
+from page_views import chart_count, explorers, shown_html, view_at
 from rollout_core.models import registry
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -44,8 +45,7 @@ def assert_clean(at: AppTest) -> None:
     assert not at.exception, texts(at.exception)
 
 
-def html_of(at: AppTest) -> str:
-    return "".join(h.proto.body for h in at.get("html"))
+html_of = shown_html
 
 
 def png(array: np.ndarray) -> bytes:
@@ -91,11 +91,11 @@ def test_text_page_default_model_predicts_and_highlights() -> None:
     assert prediction.value in ("NEGATIVE", "POSITIVE")
     body = html_of(at)
     assert "token-highlight" in body and ">rude<" in body
-    assert len(at.get("plotly_chart")) == 2  # bars, matrix; the head grid waits for its expander
+    assert chart_count(at) == 2  # bars, matrix; the head grid waits for its expander
     at.session_state["heads_open"] = True
     at.run()
     assert_clean(at)
-    assert len(at.get("plotly_chart")) == 3  # and the head grid
+    assert chart_count(at) == 3  # and the head grid
 
 
 def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> None:
@@ -154,21 +154,35 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
     assert "internal detail" in "".join(c.value for c in at.expander[0].code)
 
 
-def test_slider_and_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
-                                                          tiny_model_dir: Callable[[str], Path]) -> None:
+def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model(
+        count_calls: Callable[[str], list[int]], tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_text")
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(at)
     assert len(calls) == 1
-    shown = html_of(at)
-    at.slider(key="layer").set_value(1).run()
-    assert 'data-view="layer-1-cum"' in html_of(at) and html_of(at) != shown  # the view did change
-    at.toggle(key="layer_raw").set_value(True).run()
+    (data,) = explorers(at)
+    layers = data["layers"]
+    assert layers > 1 and (data["layer"], data["raw"]) == (layers, False)  # the final layer first
+    assert set(data["payload"]["views"]) == {f"layer-{k}-{m}" for k in range(1, layers + 1) for m in ("cum", "raw")}
+    for k in range(1, layers + 1):
+        for raw in (False, True):
+            view = view_at(data, k, raw)
+            mode = "raw" if raw else "cum"
+            assert f'data-view="layer-{k}-{mode}"' in view["html"] and ">good<" in view["html"]
+            title = view["figures"][0]["layout"]["title"]["text"]
+            assert title == (f"raw attention of layer {k}" if raw else f"rollout up to layer {k}")
+            expected = f"raw attention of layer {k}," if raw else f"through {k} layer{'s' if k > 1 else ''},"
+            assert expected in view["summary"]
+    assert view_at(data, 1)["html"] != view_at(data, layers)["html"]  # the views do differ
+    at.session_state["layer"] = 1  # what the browser reports after a move (the URL-backed setting)
+    at.session_state["layer_raw"] = True
     at.checkbox(key="hide_special").set_value(False).run()
-    at.session_state["heads_open"] = True  # open the heads
+    at.session_state["heads_open"] = True  # open the heads: drawn here, for the reported layer
     at.run()
+    assert f"Layer 1 of {layers}." in texts(at.caption)
     at.get("button_group")[0].set_value(1).run()  # enlarge head 1
-    assert len(at.get("plotly_chart")) == 4  # bars, head grid, the enlarged head, matrix
+    assert chart_count(at) == 4  # bars, head grid, the enlarged head, matrix
+    assert (explorers(at)[0]["layer"], explorers(at)[0]["raw"]) == (1, True)
     assert_clean(at)
     assert len(calls) == 1, "display changes must come from the cache"
     at.sidebar.selectbox(key="method").set_value("attention").run()
@@ -208,7 +222,7 @@ def test_image_page_bundled_example(tiny_model_dir: Callable[[str], Path]) -> No
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric")[0].value in ("circle", "square", "triangle")
-    assert len(at.get("plotly_chart")) == 2  # overlay and patch grid
+    assert chart_count(at) == 2  # overlay and patch grid
 
 
 def test_backbone_says_it_has_no_classifier(tiny_model_dir: Callable[[str], Path]) -> None:
@@ -230,7 +244,7 @@ def test_bad_uploads_give_a_message_and_the_page_keeps_working(name: str, conten
     assert at.error, f"{name} must be refused with a message"
     at.file_uploader(key="upload").set_value(None).run()  # back to the example: works again
     assert_clean(at)
-    assert not at.error and len(at.get("plotly_chart")) == 2
+    assert not at.error and chart_count(at) == 2
 
 
 def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
@@ -239,7 +253,7 @@ def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
     at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.file_uploader(key="upload").set_value(("red.png", png(rgba), "image/png")).run()
     assert_clean(at)
-    assert not at.error and len(at.get("plotly_chart")) == 2
+    assert not at.error and chart_count(at) == 2
 
 
 def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
@@ -248,9 +262,14 @@ def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str]
     at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     at.slider(key="opacity").set_value(0.2).run()
     at.selectbox(key="cmap").set_value("viridis").run()
-    at.slider(key="layer").set_value(1).run()
+    at.session_state["layer"] = 1
+    at.run()
     assert_clean(at)
     assert len(calls) == 1
+    (data,) = explorers(at)
+    overlay = view_at(data, 1)["figures"][0]
+    assert data["layer"] == 1 and overlay["data"][1]["opacity"] == pytest.approx(0.2)
+    assert overlay["data"][1]["colorscale"] == view_at(data, 2)["figures"][1]["data"][0]["colorscale"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -262,7 +281,8 @@ def test_compare_one_model_two_methods(tiny_model_dir: Callable[[str], Path]) ->
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert html_of(at).count("token-highlight") == 2
-    assert [m.label for m in at.get("metric")][-3:] == ["Spearman rank correlation", "Top-3 overlap", "Units compared"]
+    agreement = html_of(at)[html_of(at).index('class="agreement"'):]
+    assert "Spearman rank correlation" in agreement and "top-3 overlap" in agreement
 
 
 def test_compare_two_models_with_different_tokenizers(tiny_model_dir: Callable[[str], Path]) -> None:

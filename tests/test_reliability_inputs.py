@@ -29,6 +29,7 @@ from cli_driver import assert_one_error_line, cli_env, run_cli_cases
 from rollout_core.errors import InputError, RolloutError, SecurityError
 from rollout_core.explain import explain_image, explain_text
 from test_image_inputs import _bomb_png  # a real PNG header declaring a huge size over 8x8 pixels
+from page_views import chart_count, shown_html
 from tiny_models import MAX_LENGTH
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -281,8 +282,7 @@ def _page(path: str, **query: str) -> AppTest:
     return at.switch_page(path).run()
 
 
-def _html(at: AppTest) -> str:
-    return "".join(h.proto.body for h in at.get("html"))
+_html = shown_html
 
 
 def test_every_text_case_on_the_text_page(tiny_model_dir: Callable[[str], Path], fresh_page_caches: None) -> None:
@@ -322,12 +322,12 @@ def test_every_image_case_on_the_image_page(tiny_model_dir: Callable[[str], Path
             assert not at.exception, [e.value for e in at.exception]
             if case.error:
                 assert len(at.error) == 1 and case.message in at.error[0].value, [e.value for e in at.error]
-                assert not at.get("plotly_chart")  # no stale result from the previous image
+                assert not chart_count(at)  # no stale result from the previous image
                 at.file_uploader(key="upload").set_value(good).run()  # the same session recovers
-                assert not at.exception and not at.error and len(at.get("plotly_chart")) == 2
+                assert not at.exception and not at.error and chart_count(at) == 2
                 continue
             assert not at.error, [e.value for e in at.error]
-            assert len(at.get("plotly_chart")) == 2  # overlay and patch grid
+            assert chart_count(at) == 2  # overlay and patch grid
         except AssertionError as err:
             failures.append(f"{case.id}: {err}")
     assert not failures, "\n".join(failures)

@@ -14,6 +14,7 @@ import torch
 from safetensors.torch import load_file
 from streamlit.testing.v1 import AppTest
 
+from page_views import chart_count
 from rollout_core import cli
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -51,7 +52,7 @@ def test_model_folder_outside_the_allowed_roots(tiny_model_dir: Callable[[str], 
     assert not at.exception
     assert len(at.error) == 1 and "ROLLOUT_ALLOWED_MODEL_ROOTS" in at.error[0].value
     at.sidebar.text_input(key="model_custom").set_value(str(inside)).run()
-    assert not at.exception and not at.error and at.get("plotly_chart")
+    assert not at.exception and not at.error and chart_count(at)
 
 
 @pytest.mark.filterwarnings("ignore:loading pickle weights")  # the warning the opt-in asks for; the page shows it
@@ -62,8 +63,8 @@ def test_pickle_weights_on_the_page_need_the_setting(tiny_model_dir: Callable[[s
     at = _text_page(str(folder))
     assert not at.exception
     assert len(at.error) == 1 and "pickle" in at.error[0].value and "arbitrary code" in at.error[0].value
-    assert not at.get("plotly_chart")
+    assert not chart_count(at)
     at.sidebar.checkbox(key="model_pickle").check().run()  # the explicit opt-in, with a warning saying why
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("arbitrary code" in w.value for w in at.sidebar.warning)
-    assert at.get("plotly_chart")
+    assert chart_count(at)

@@ -5,6 +5,8 @@ y axis runs top-down like the image. Nothing is transposed and the image stays R
 """
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 import plotly.graph_objects as go
 
@@ -89,14 +91,21 @@ def grid_figure(values: np.ndarray, *, title: str, colormap: str, zmin: float, z
 
 
 def png_data_uri(image: np.ndarray) -> str:
-    """(H, W, 3) uint8 RGB as a PNG data URI: lossless, and far lighter for the browser than a pixel array."""
+    """(H, W, 3) uint8 RGB as a PNG data URI: lossless, and far lighter for the browser than a pixel array.
+    Encodings are remembered (the slider views draw the same image under every layer's map)."""
+    pixels = np.ascontiguousarray(image, dtype=np.uint8)[..., :3]
+    return _png_data_uri(pixels.tobytes(), pixels.shape)
+
+
+@lru_cache(maxsize=8)
+def _png_data_uri(pixels: bytes, shape: tuple[int, ...]) -> str:
     import base64
     import io
 
     from PIL import Image
 
     buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image, dtype=np.uint8)[..., :3], mode="RGB").save(buffer, format="PNG")
+    Image.fromarray(np.frombuffer(pixels, np.uint8).reshape(shape), mode="RGB").save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 

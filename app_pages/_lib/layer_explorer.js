@@ -1,0 +1,122 @@
+// The layer slider and the views it drives, switched in the browser: every slider position was drawn by
+// rollout_core.figures.layer_views, so a move only swaps what is shown (no round trip to the server).
+// The chosen position is reported back (debounced) so the URL and server-side views can follow.
+// `data`: {payload: {id, views: {key: {html, figures, summary}}, template, shared}, layers, layer, raw,
+//          label, raw_label, plotly_url}. The views' HTML comes from the core, which escapes all user text.
+
+const REPORT_DELAY_MS = 250;
+const plotlyLoads = {};
+
+function loadPlotly(url) {
+  if (window.Plotly) return Promise.resolve(window.Plotly);
+  if (!plotlyLoads[url]) {
+    plotlyLoads[url] = new Promise((resolve, reject) => {
+      const script = document.createElement("script");
+      script.src = url;
+      script.onload = () => resolve(window.Plotly);
+      script.onerror = () => reject(new Error(`plotly.js could not be loaded from ${url}`));
+      document.head.appendChild(script);
+    });
+  }
+  return plotlyLoads[url];
+}
+
+function unshare(value, shared) {
+  if (Array.isArray(value)) return value.map((item) => unshare(item, shared));
+  if (value && typeof value === "object") {
+    if (Object.keys(value).length === 1 && "$shared" in value) return shared[value.$shared];
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unshare(v, shared)]));
+  }
+  return value;
+}
+
+function viewKey(layer, raw) {
+  return `layer-${layer}-${raw ? "raw" : "cum"}`;
+}
+
+function build(parent) {
+  const root = document.createElement("div");
+  root.className = "lx-root";
+  root.innerHTML = `
+    <div class="lx-controls">
+      <label class="lx-slider"><span class="lx-label"></span>
+        <span class="lx-row"><input type="range" min="1" step="1"><output class="lx-value"></output></span>
+      </label>
+      <label class="lx-toggle"><input type="checkbox"> <span class="lx-raw-label"></span></label>
+    </div>
+    <div class="lx-error" hidden></div>
+    <div class="lx-html"></div>
+    <p class="lx-summary"></p>
+    <div class="lx-figures"></div>`;
+  parent.appendChild(root);
+  return root;
+}
+
+export default function (component) {
+  const { data, parentElement, setStateValue } = component;
+  let root = parentElement.querySelector(".lx-root");
+  if (!root) root = build(parentElement);
+  const slider = root.querySelector('input[type="range"]');
+  const toggle = root.querySelector('input[type="checkbox"]');
+  const state = root.lxState || (root.lxState = { id: null, layer: data.layer, raw: data.raw, timer: null });
+
+  root.querySelector(".lx-label").textContent = data.label;
+  root.querySelector(".lx-raw-label").textContent = data.raw_label;
+  slider.setAttribute("aria-label", data.label);
+  slider.max = String(data.layers);
+  root.querySelector(".lx-slider").hidden = data.layers < 2;
+
+  const views = data.payload.views;
+  const shared = data.payload.shared;
+  const resolved = {};
+  const figureBox = root.querySelector(".lx-figures");
+  const errorBox = root.querySelector(".lx-error");
+
+  function show() {
+    const key = viewKey(state.layer, state.raw);
+    const view = resolved[key] || (resolved[key] = unshare(views[key], shared));
+    slider.value = String(state.layer);
+    toggle.checked = state.raw;
+    root.querySelector(".lx-value").textContent = `${state.layer} / ${data.layers}`;
+    root.querySelector(".lx-html").innerHTML = view.html;
+    root.querySelector(".lx-summary").textContent = view.summary;
+    root.dataset.view = key;
+    while (figureBox.children.length > view.figures.length) figureBox.lastChild.remove();
+    while (figureBox.children.length < view.figures.length) figureBox.appendChild(document.createElement("div"));
+    if (!view.figures.length) return;
+    loadPlotly(data.plotly_url).then((Plotly) => {
+      if (viewKey(state.layer, state.raw) !== key) return; // the slider moved on meanwhile
+      const font = { family: getComputedStyle(root).fontFamily };
+      view.figures.forEach((figure, i) => {
+        const layout = { ...figure.layout, template: data.payload.template, font: { ...font, ...figure.layout.font } };
+        Plotly.react(figureBox.children[i], figure.data, layout, { responsive: true, displaylogo: false });
+      });
+    }).catch((error) => {
+      errorBox.hidden = false;
+      errorBox.textContent = `${error.message}: the figures cannot be drawn (the highlight and summary still follow the slider).`;
+    });
+  }
+
+  function report() {
+    clearTimeout(state.timer);
+    state.timer = setTimeout(() => setStateValue("view", { layer: state.layer, raw: state.raw }), REPORT_DELAY_MS);
+  }
+
+  slider.oninput = () => {
+    state.layer = Number(slider.value);
+    show();
+    report();
+  };
+  toggle.onchange = () => {
+    state.raw = toggle.checked;
+    show();
+    report();
+  };
+
+  if (state.id !== data.payload.id) {
+    state.layer = Math.max(1, Math.min(state.id === null ? data.layer : state.layer, data.layers));
+    state.id = data.payload.id;
+    show();
+  }
+  return () => clearTimeout(state.timer);
+}

@@ -1,0 +1,109 @@
+"""The layer slider and the views it drives, switched in the browser.
+
+Every slider position is drawn once by `rollout_core.figures.layer_views` and sent with the page; the
+component (layer_explorer.js, a Streamlit v2 component mounted in the page, not an iframe) swaps views on
+each move without a server round trip, then reports the chosen position (debounced) so the URL and the
+server-side views that follow the layer (the per-head grid) catch up. plotly.js is served by Streamlit's
+static file serving from `static/` beside app.py (copied there from the installed plotly package).
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from pathlib import Path
+from typing import Any, Callable
+
+import streamlit as st
+
+from app_pages._lib.state import param
+from rollout_core.explanation import Explanation
+from rollout_core.figures import layer_views
+
+ROOT = Path(__file__).resolve().parents[2]
+STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
+SLIDER_LABEL = "Layer (cumulative rollout up to this layer)"
+RAW_LABEL = "Show this layer's own attention instead"
+
+_COMPONENT = st.components.v2.component(
+    "rollout_layer_explorer",
+    js=(Path(__file__).with_name("layer_explorer.js")).read_text(encoding="utf-8"),
+    css=(Path(__file__).with_name("layer_explorer.css")).read_text(encoding="utf-8"),
+    isolate_styles=False,  # Plotly puts its stylesheet in the document head; a shadow root would not see it
+)
+
+
+def served_plotly_js() -> str:
+    """Copy plotly.js from the installed plotly package into static/ when missing or different; return its URL."""
+    import plotly
+
+    source = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    if not STATIC_PLOTLY.is_file() or STATIC_PLOTLY.stat().st_size != source.stat().st_size:
+        STATIC_PLOTLY.parent.mkdir(exist_ok=True)
+        partial = STATIC_PLOTLY.with_suffix(".partial")
+        shutil.copyfile(source, partial)
+        partial.replace(STATIC_PLOTLY)
+    base = (st.get_option("server.baseUrlPath") or "").strip("/")
+    return "/" + "/".join(part for part in (base, "app/static", STATIC_PLOTLY.name) if part)
+
+
+def _fingerprint(expl: Explanation) -> str:
+    """What an explanation's views depend on, hashed: scores of every layer, tokens, text, image, method."""
+    digest = hashlib.sha256()
+    for array in (expl.layer_scores, expl.layer_attention_scores, expl.image):
+        if array is not None:
+            digest.update(memoryview(array.tobytes()))
+    digest.update(repr((expl.tokens, expl.text, expl.method, expl.model_name, expl.settings)).encode("utf-8"))
+    return digest.hexdigest()
+
+
+_CACHE = dict(max_entries=32, show_spinner=False, hash_funcs={Explanation: _fingerprint})
+
+
+@st.cache_resource(**_CACHE)
+def text_payload(expl: Explanation) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.text_views(expl))
+
+
+@st.cache_resource(**_CACHE)
+def image_payload(expl: Explanation, opacity: float, colormap: str) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.image_views(expl, opacity=opacity, colormap=colormap))
+
+
+@st.cache_resource(**_CACHE)
+def comparison_payload(a: Explanation, b: Explanation) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.comparison_views(a, b))
+
+
+def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer") -> tuple[int, bool]:
+    """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
+
+    The position lives in session state under `key` and `{key}_raw` (URL settings), so it survives a new
+    input, a reload and a shared link."""
+    layer = int(param(key, num_layers))
+    raw = bool(param(f"{key}_raw", False))
+    if not 1 <= layer <= num_layers:
+        st.session_state[key] = layer = num_layers
+    try:
+        plotly_url = served_plotly_js()
+    except OSError as err:
+        st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}); the figures of this view "
+                   "cannot be drawn.")
+        plotly_url = ""
+    _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
+                                            "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url},
+               on_view_change=_follow(key, num_layers))
+    return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])
+
+
+def _follow(key: str, num_layers: int) -> Callable[[], None]:
+    """Callback: copy the position the browser reports into the URL-backed session settings."""
+
+    def follow() -> None:
+        view = (st.session_state.get(f"{key}_explorer") or {}).get("view") or {}
+        layer = view.get("layer")
+        if isinstance(layer, int) and 1 <= layer <= num_layers:
+            st.session_state[key] = layer
+        if isinstance(view.get("raw"), bool):
+            st.session_state[f"{key}_raw"] = view["raw"]
+
+    return follow

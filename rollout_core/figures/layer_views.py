@@ -1,0 +1,165 @@
+"""Every position of a layer slider, drawn ahead of time, so a browser can switch layers without a server.
+
+What a layer slider drives (the text page's highlight and bars, the image page's overlay and patch grid,
+the compare page's two sides and their difference) is a function of (layer, raw attention or not).
+`layer_views` draws it for every layer in both modes, on one colour scale per mode so colours stay
+comparable while the slider moves; `views_payload` packs the views into one JSON-ready dict for a viewer
+that only swaps what is shown: Plotly figures as plain JSON with their shared template stored once, and
+long strings repeated across views (an image's PNG) stored once.
+"""
+from __future__ import annotations
+
+import hashlib
+import html
+import json
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import plotly.graph_objects as go
+
+from rollout_core import compare
+from rollout_core.explanation import Explanation
+from rollout_core.figures._common import row_scores
+from rollout_core.figures.comparison import difference_figure, shared_zmax
+from rollout_core.figures.image import DEFAULT_COLORMAP, image_overlay, patch_heatmap
+from rollout_core.figures.text import score_bar, token_highlight_html
+from rollout_core.summary import summarize
+
+SHARED_MIN_CHARS = 1024
+"""Strings at least this long that occur in more than one view are sent once (`views_payload`)."""
+
+
+@dataclass(frozen=True)
+class LayerView:
+    """What one slider position shows: escaped HTML (from the core's builders), figures, a plain-text summary."""
+
+    html: str = ""
+    figures: tuple[go.Figure, ...] = ()
+    summary: str = ""
+
+
+def view_key(layer: int, raw: bool) -> str:
+    """Key of slider position `layer` (1-based) in one mode, e.g. "layer-3-cum"; also the views' data-view marker."""
+    return f"layer-{int(layer)}-{'raw' if raw else 'cum'}"
+
+
+def layer_views(num_layers: int, draw: Callable[[int, bool, str], LayerView]) -> dict[str, LayerView]:
+    """`draw(layer_index, raw, key)` for every layer (index 0 = slider position 1) in both modes."""
+    return {view_key(i + 1, raw): draw(i, raw, view_key(i + 1, raw)) for raw in (False, True) for i in range(num_layers)}
+
+
+def scale_tops(*expls: Explanation, num_layers: int | None = None) -> dict[bool, float]:
+    """One colour-scale top per mode: the largest shown share over every layer of every explanation."""
+    layers = num_layers if num_layers is not None else min(e.num_layers for e in expls)
+    return {raw: max(shared_zmax(*expls, layer=i, raw_attention=raw) for i in range(layers)) for raw in (False, True)}
+
+
+def text_views(expl: Explanation) -> dict[str, LayerView]:
+    """Highlight, bar chart and summary of a text explanation at every slider position."""
+    tops = scale_tops(expl)
+
+    def draw(index: int, raw: bool, key: str) -> LayerView:
+        view = dict(layer=index, raw_attention=raw, zmax=tops[raw])
+        return LayerView(html=token_highlight_html(expl, marker=key, **view), figures=(score_bar(expl, **view),),
+                         summary=summarize(expl, layer=index, raw_attention=raw))
+
+    return layer_views(expl.num_layers, draw)
+
+
+def image_views(expl: Explanation, *, opacity: float = 0.5, colormap: str = DEFAULT_COLORMAP) -> dict[str, LayerView]:
+    """Overlay, patch grid and summary of an image explanation at every slider position."""
+    tops = scale_tops(expl)
+
+    def draw(index: int, raw: bool, key: str) -> LayerView:
+        view = dict(layer=index, raw_attention=raw, zmax=tops[raw], colormap=colormap)
+        return LayerView(html=f'<div class="image-view" data-view="{key}"></div>',
+                         figures=(image_overlay(expl, opacity=opacity, **view), patch_heatmap(expl, **view)),
+                         summary=summarize(expl, layer=index, raw_attention=raw))
+
+    return layer_views(expl.num_layers, draw)
+
+
+def comparison_views(a: Explanation, b: Explanation) -> dict[str, LayerView]:
+    """Both sides (on one scale), their agreement and difference at every slider position up to the shorter
+    model's depth (each side shows its own layer of that number)."""
+    layers = min(a.num_layers, b.num_layers)
+    tops = scale_tops(a, b, num_layers=layers)
+
+    def side(expl: Explanation, name: str, index: int, raw: bool, key: str) -> tuple[str, tuple[go.Figure, ...]]:
+        view = dict(layer=index, raw_attention=raw, zmax=tops[raw])
+        if expl.kind == "text":
+            return token_highlight_html(expl, marker=f"{name}-{key}", **view), ()
+        return f'<div class="image-view" data-view="{name}-{key}"></div>', (patch_heatmap(expl, **view),)
+
+    def draw(index: int, raw: bool, key: str) -> LayerView:
+        result = compare.compare(a, b, scores_a=row_scores(a, index, raw),
+                                 scores_b=row_scores(b, index, raw))
+        (html_a, figs_a), (html_b, figs_b) = side(a, "A", index, raw, key), side(b, "B", index, raw, key)
+        spearman = "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}"
+        agreement = (f'<p class="agreement" data-view="{key}"><b>Spearman rank correlation</b> {spearman} · '
+                     f'<b>top-{result.k} overlap</b> {result.top_k_overlap:.0%} · '
+                     f'<b>units compared</b> {len(result.units)}</p>')
+        columns = "".join(f'<div style="flex:1;min-width:0"><p><b>{html.escape(title)}</b></p>{body}</div>'
+                          for title, body in ((f"A: {a.model_name}, {a.method}", html_a),
+                                              (f"B: {b.model_name}, {b.method}", html_b)))
+        summaries = (f"A: {summarize(a, layer=index, raw_attention=raw)}\n\n"
+                     f"B: {summarize(b, layer=index, raw_attention=raw)}")
+        return LayerView(html=f'<div style="display:flex;gap:1.5em">{columns}</div>{agreement}',
+                         figures=figs_a + figs_b + (difference_figure(a, b, layer=index, raw_attention=raw,
+                                                                      comparison=result),),
+                         summary=summaries)
+
+    return layer_views(layers, draw)
+
+
+def views_payload(views: dict[str, LayerView]) -> dict[str, Any]:
+    """The views as one JSON-ready dict: {"id", "views": {key: {"html", "figures", "summary"}}, "template",
+    "shared"}. Figures are Plotly JSON without their template (one "template" for all); any string of at least
+    `SHARED_MIN_CHARS` characters found in more than one view is replaced by {"$shared": i} into "shared".
+    "id" is a digest of the content, so a viewer can tell a new explanation from a repeated one."""
+    template: Any = None
+    packed: dict[str, Any] = {}
+    for key, view in views.items():
+        figures = []
+        for fig in view.figures:
+            spec = json.loads(fig.to_json())
+            template = spec.get("layout", {}).pop("template", template)
+            figures.append(spec)
+        packed[key] = {"html": view.html, "figures": figures, "summary": view.summary}
+    shared: list[str] = []
+    packed = _share_strings(packed, shared)
+    body = {"views": packed, "template": template, "shared": shared}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {"id": digest, **body}
+
+
+def _share_strings(packed: dict[str, Any], shared: list[str]) -> dict[str, Any]:
+    """Replace long strings occurring in two or more views by references into `shared` (filled here)."""
+    seen: dict[str, set[str]] = {}
+
+    def collect(value: Any, key: str) -> None:
+        if isinstance(value, str) and len(value) >= SHARED_MIN_CHARS:
+            seen.setdefault(value, set()).add(key)
+        elif isinstance(value, dict):
+            for item in value.values():
+                collect(item, key)
+        elif isinstance(value, list):
+            for item in value:
+                collect(item, key)
+
+    for key, view in packed.items():
+        collect(view, key)
+    index = {text: i for i, text in enumerate(t for t, keys in seen.items() if len(keys) > 1)}
+    shared.extend(index)
+
+    def replace(value: Any) -> Any:
+        if isinstance(value, str) and value in index:
+            return {"$shared": index[value]}
+        if isinstance(value, dict):
+            return {k: replace(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [replace(v) for v in value]
+        return value
+
+    return {key: replace(view) for key, view in packed.items()}

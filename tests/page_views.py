@@ -1,0 +1,46 @@
+"""What a page shows under AppTest, including the layer explorer, whose views are switched in the browser.
+
+The explorer (app_pages/_lib/layer_explorer.py) sends every slider position at once; the browser shows the
+one at the data's (layer, raw). These helpers read that view out of the element, so AppTest tests can check
+what a user sees first (the interaction itself is tested in tests/browser).
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rollout_core.figures.layer_views import view_key
+
+EXPLORER = "rollout_layer_explorer"
+
+
+def explorers(at: Any) -> list[dict[str, Any]]:
+    """The data of every mounted layer explorer, in page order."""
+    return [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == EXPLORER]
+
+
+def view_at(data: dict[str, Any], layer: int | None = None, raw: bool | None = None) -> dict[str, Any]:
+    """One view of an explorer ({"html", "figures", "summary"}), shared strings put back; default: the shown one."""
+    payload = data["payload"]
+    key = view_key(data["layer"] if layer is None else layer, data["raw"] if raw is None else raw)
+
+    def unshare(value: Any) -> Any:
+        if isinstance(value, dict):
+            if set(value) == {"$shared"}:
+                return payload["shared"][value["$shared"]]
+            return {k: unshare(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [unshare(v) for v in value]
+        return value
+
+    return unshare(payload["views"][key])
+
+
+def shown_html(at: Any) -> str:
+    """The st.html bodies and the HTML of each explorer's shown view."""
+    return "".join(h.proto.body for h in at.get("html")) + "".join(view_at(d)["html"] for d in explorers(at))
+
+
+def chart_count(at: Any) -> int:
+    """Plotly figures on the page: st.plotly_chart elements and the figures of each explorer's shown view."""
+    return len(at.get("plotly_chart")) + sum(len(view_at(d)["figures"]) for d in explorers(at))
