@@ -86,9 +86,11 @@ export default function (component) {
     if (!view.figures.length) return;
     loadPlotly(data.plotly_url).then((Plotly) => {
       if (viewKey(state.layer, state.raw) !== key) return; // the slider moved on meanwhile
-      const font = { family: getComputedStyle(root).fontFamily };
+      const style = getComputedStyle(root); // follow the app's font and theme (light or dark)
+      const font = { family: style.fontFamily, color: style.color };
       view.figures.forEach((figure, i) => {
-        const layout = { ...figure.layout, template: data.payload.template, font: { ...font, ...figure.layout.font } };
+        const layout = { paper_bgcolor: "rgba(0,0,0,0)", ...figure.layout, template: data.payload.template,
+                         font: { ...font, ...figure.layout.font } };
         Plotly.react(figureBox.children[i], figure.data, layout, { responsive: true, displaylogo: false });
       });
     }).catch((error) => {

@@ -6,8 +6,7 @@ Also writes the README's screenshots (docs/screenshots/*.png) and the slider re-
 from __future__ import annotations
 
 import json
-import statistics
-import time
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,13 +14,15 @@ import pytest
 
 from rollout_core.models import registry
 
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from browser_harness import SLIDER as LAYER, time_slider_moves, timing_summary  # noqa: E402
+
 pytestmark = pytest.mark.browser
 
-ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "docs" / "screenshots"
 LOAD = 120_000  # ms: first visit loads a model in a cold process on a busy machine
 STEP = 30_000
-LAYER = 'input[type=range][aria-label="Layer (cumulative rollout up to this layer)"]'
 MARKUP = "<img src=x onerror=alert(1)> The waiter was rude."
 MOVES = 20
 
@@ -94,22 +95,8 @@ def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
     page.goto(f"{app_url}/text?model={model}", timeout=LOAD)
     page.wait_for_selector(".token-highlight", timeout=LOAD)
     _idle(page)
+    times = time_slider_moves(page, MOVES, timeout_ms=STEP)
     slider = page.locator(LAYER)
-    top = int(slider.get_attribute("max"))
-    assert top > 1
-    slider.focus()
-    layer, direction, times = top, -1, []
-    for _ in range(MOVES):
-        if not 1 <= layer + direction <= top:
-            direction = -direction
-        layer += direction
-        start = time.perf_counter()
-        slider.press("ArrowLeft" if direction < 0 else "ArrowRight")
-        page.wait_for_function(
-            "k => document.querySelector(`.token-highlight[data-view='layer-${k}-cum']`) && "
-            "[...document.querySelectorAll('.gtitle')].some(t => t.textContent.endsWith(`up to layer ${k}`))",
-            arg=layer, timeout=STEP, polling="raf")
-        times.append((time.perf_counter() - start) * 1000)
     # the position is reported back (debounced): URL, and a reload shows the same view
     slider.press("Home")
     page.get_by_text("Show this layer's own attention instead").click()
@@ -120,12 +107,10 @@ def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
     page.wait_for_selector(".token-highlight[data-view='layer-1-raw']", timeout=LOAD)
     page.wait_for_function("() => [...document.querySelectorAll('.gtitle')].some(t => "
                            "t.textContent === 'raw attention of layer 1')", timeout=STEP)
-    ordered = sorted(times)
-    result = {"model": model, "moves": MOVES, "median_ms": round(statistics.median(times), 1),
-              "p95_ms": round(ordered[max(0, int(round(0.95 * len(ordered))) - 1)], 1),
-              "max_ms": round(ordered[-1], 1), "all_ms": [round(t, 1) for t in times],
+    result = {"model": model, **timing_summary(times),
               "measured": "key press on the layer slider -> token highlight and bar chart show the new layer",
-              "views": "all layers sent with the page, switched in the browser (app_pages/_lib/layer_explorer.js)"}
+              "views": "all layers sent with the page, switched in the browser (app_pages/_lib/layer_explorer.js); "
+                       "ours vs a server round trip per move: benchmarks/bench_slider.py"}
     SHOTS.mkdir(parents=True, exist_ok=True)
     (SHOTS / "slider_timing.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nslider re-render over {MOVES} moves on {model}: median {result['median_ms']} ms, "
