@@ -124,6 +124,20 @@ def test_colour_is_monotone_in_score_and_hover_values_are_exact():
     assert inks[0] == "#000000" and inks[-1] == "#ffffff"
 
 
+@pytest.mark.parametrize("scale", [*F.COLORMAPS, F.SCORE_SCALE, F.DIFFERENCE_SCALE])
+def test_highlight_colours_are_the_ones_plotly_draws(scale: str):
+    # Independent reference: Plotly's own sampler of the named scale, value by value.
+    from plotly.colors import sample_colorscale
+
+    from rollout_core.figures._common import colours_at
+
+    values = np.concatenate([[-0.5, 0.0, 1.0, 2.0], np.random.default_rng(1).random(50)])
+    expected = [tuple(int(round(255 * c)) for c in rgb)
+                for rgb in sample_colorscale(scale, list(np.clip(values / 1.0, 0, 1)), colortype="tuple")]
+    assert colours_at(scale, values, 0.0, 1.0) == expected
+    assert colours_at(scale, values * 4, 0.0, 4.0) == expected  # zmin..zmax maps onto the scale
+
+
 def test_bar_chart_values_layers_and_raw_attention():
     text = "x y z"
     words, spans = _words(text)

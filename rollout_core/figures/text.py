@@ -13,7 +13,7 @@ from rollout_core.figures._common import (
     SCORE_SCALE,
     SPECIAL_GREY,
     clean_token,
-    colour_at,
+    colours_at,
     ink_for,
     positive_max,
     row_scores,
@@ -49,10 +49,11 @@ def token_highlight_html(
     shown = expl.display_scores(scores)
     top = positive_max(shown) if zmax is None else float(zmax)
     segments = _segments(expl, scores, level)
+    colours = colours_at(colorscale, np.array([value for *_, value in segments]), 0.0, top)
     parts: list[str] = []
     text = expl.text if expl.text is not None and expl.offsets is not None else None
     cursor = 0
-    for kind, start, end, label, value in segments:
+    for (kind, start, end, label, value), rgb in zip(segments, colours):
         if kind == "special":
             if show_special:
                 title = f"{label} (special, not shown in the map): raw score {value:{HOVER_FORMAT}}"
@@ -71,7 +72,6 @@ def token_highlight_html(
             cursor = max(cursor, end)
         elif parts:
             parts.append(" ")
-        rgb = colour_at(colorscale, value, 0.0, top)
         title = f"{label}: {value:{HOVER_FORMAT}} ({100 * value:.2f}% of the shown mass)"
         parts.append(
             f'<span class="tok" data-score="{value!r}" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
@@ -88,7 +88,7 @@ def token_highlight_html(
 
 def legend_html(zmin: float, zmax: float, colorscale: str = SCORE_SCALE, *, caption: str = "") -> str:
     """A colour bar from zmin to zmax with both ends labelled (caption is escaped by the caller)."""
-    stops = ",".join(f"rgb{colour_at(colorscale, v, 0.0, 1.0)}" for v in np.linspace(0.0, 1.0, 11))
+    stops = ",".join(f"rgb{rgb}" for rgb in colours_at(colorscale, np.linspace(0.0, 1.0, 11), 0.0, 1.0))
     return (
         '<div class="token-legend" style="display:flex;align-items:center;gap:0.5em;font-size:0.8em;margin-top:0.3em">'
         f'<span>{zmin:.3g}</span><span style="display:inline-block;width:12em;height:0.8em;border-radius:0.2em;'
