@@ -189,6 +189,39 @@ def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model
     assert len(calls) == 2  # a method change does run the model
 
 
+def test_without_static_serving_the_page_says_why_the_layer_figures_are_missing(
+        tiny_model_dir: Callable[[str], Path]) -> None:
+    from streamlit import config
+
+    config.set_option("server.enableStaticServing", False)
+    try:
+        at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    finally:
+        config.set_option("server.enableStaticServing", True)
+    assert_clean(at)
+    assert any("Static file serving is off" in w for w in texts(at.warning))
+    (data,) = explorers(at)
+    assert data["plotly_url"] == "" and "token-highlight" in html_of(at)  # the rest of the view still works
+
+
+def test_plotly_js_is_served_from_the_static_folder(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import plotly
+    from streamlit import config
+
+    from app_pages._lib import layer_explorer
+
+    monkeypatch.setattr(layer_explorer, "STATIC_PLOTLY", tmp_path / "static" / "plotly.min.js")
+    config.set_option("server.baseUrlPath", "/tools/rollout/")
+    try:
+        url = layer_explorer.served_plotly_js()
+    finally:
+        config.set_option("server.baseUrlPath", "")
+    assert url == "/tools/rollout/app/static/plotly.min.js"
+    source = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    assert (tmp_path / "static" / "plotly.min.js").read_bytes() == source.read_bytes()
+    assert layer_explorer.served_plotly_js() == "/app/static/plotly.min.js"
+
+
 def test_settings_round_trip_through_the_query_string(tiny_model_dir: Callable[[str], Path]) -> None:
     model = str(tiny_model_dir("bert"))
     at = page("app_pages/text.py", model=model, method="flow", residual="0.5", discard="0.1", start="1",

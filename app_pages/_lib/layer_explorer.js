@@ -83,7 +83,7 @@ export default function (component) {
     root.dataset.view = key;
     while (figureBox.children.length > view.figures.length) figureBox.lastChild.remove();
     while (figureBox.children.length < view.figures.length) figureBox.appendChild(document.createElement("div"));
-    if (!view.figures.length) return;
+    if (!view.figures.length || !data.plotly_url) return; // no plotly.js: the page says why
     loadPlotly(data.plotly_url).then((Plotly) => {
       if (viewKey(state.layer, state.raw) !== key) return; // the slider moved on meanwhile
       const style = getComputedStyle(root); // follow the app's font and theme (light or dark)

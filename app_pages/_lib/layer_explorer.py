@@ -83,12 +83,17 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer")
     raw = bool(param(f"{key}_raw", False))
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
-    try:
-        plotly_url = served_plotly_js()
-    except OSError as err:
-        st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}); the figures of this view "
-                   "cannot be drawn.")
-        plotly_url = ""
+    plotly_url = ""
+    if not st.get_option("server.enableStaticServing"):
+        st.warning("Static file serving is off, so the figures under the layer slider cannot be drawn (the "
+                   "highlight and summary still follow it). Start the app from the repository folder, whose "
+                   ".streamlit/config.toml turns it on, or add `--server.enableStaticServing true`.")
+    else:
+        try:
+            plotly_url = served_plotly_js()
+        except OSError as err:
+            st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}), so the figures under "
+                       "the layer slider cannot be drawn (the highlight and summary still follow it).")
     _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
                                             "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url},
                on_view_change=_follow(key, num_layers))
