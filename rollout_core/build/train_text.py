@@ -21,7 +21,7 @@ from rollout_core.data import sentiment
 
 SETTINGS = {
     "seed": 0,
-    "train_sentences": 6000,
+    "train_sentences": 8000,
     "validation_sentences": 1000,
     "test_sentences": 2000,
     "trained_layers": [4, 5],
@@ -168,6 +168,9 @@ def train(settings: dict = SETTINGS) -> tuple[dict[str, torch.Tensor], dict]:
     metrics = {
         "validation_accuracy": accuracy(model, tokenizer, validation),
         "test_accuracy": accuracy(model, tokenizer, test),
+        **{f"test_accuracy_{part}": accuracy(model, tokenizer,
+                                             [e for e in test if sentiment.decided_by_implied(e) == implied])
+           for part, implied in (("polar", False), ("implied", True))},
         **{f"{name}_accuracy": accuracy(model, tokenizer, sentiment.natural(path))
            for name, path in sentiment.NATURAL_SETS.items()},
         "history": history,
@@ -188,7 +191,9 @@ def main() -> None:
               "check": metrics["check"], "versions": {"torch": torch.__version__,
                                                       "transformers": transformers.__version__}}
     SETTINGS_FILE.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"generated test accuracy: {metrics['test_accuracy']:.4f} ({SETTINGS['test_sentences']} sentences)")
+    print(f"generated test accuracy: {metrics['test_accuracy']:.4f} ({SETTINGS['test_sentences']} sentences; "
+          f"{metrics['test_accuracy_polar']:.4f} where polar words decide, {metrics['test_accuracy_implied']:.4f} "
+          f"where an implied phrase does)")
     for name, path in sentiment.NATURAL_SETS.items():
         print(f"{name} set accuracy: {metrics[f'{name}_accuracy']:.4f} ({len(sentiment.natural(path))} sentences)")
     print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
