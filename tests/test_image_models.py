@@ -1,6 +1,6 @@
 """The committed shapes-vit-tiny ViT and the DINOv2-small build step, loaded as any user would (Auto classes).
 
-The built default-image classifier (DINOv2-small + trained head) is tested in tests/test_default_image.py.
+The built default-image classifier (DINOv2-small with fine-tuned top blocks) is tested in tests/test_default_image.py.
 """
 from __future__ import annotations
 

@@ -2,13 +2,14 @@
 
 The model is the real pretrained DINOv2-small backbone (the `dinov2` setup step's folder) as a standard
 `Dinov2ForImageClassification`: its ordinary classifier reads concat(CLS, mean of the patch tokens), so
-rollout explains the "first+patch-mean" rows. Only that linear head was trained by the project
-(`python -m rollout_core.build.train_image_head`, frozen backbone, generated shapes) and is committed
-under `rollout_core/assets/image-head/`; this step merges it with the backbone weights and writes an
-ordinary transformers folder to `models_dir() / "default-image"`: config.json (eager attention, the shape
-labels), model.safetensors and a preprocessor config (PIL BitImageProcessor: the whole image resized to
-the training resolution, no crop, ImageNet mean/std). The folder is loaded back with the Auto classes and
-must reproduce the logits recorded at training time before it replaces an older one.
+rollout explains the "first+patch-mean" rows. The project fine-tuned only the top encoder blocks, the final
+layernorm and that classifier (`python -m rollout_core.build.train_image_top`, generated shapes); those
+parameters are committed (fp16) under `rollout_core/assets/image-top/`. This step merges them over the
+backbone weights and writes an ordinary transformers folder to `models_dir() / "default-image"`:
+config.json (eager attention, the shape labels), model.safetensors and a preprocessor config (PIL
+BitImageProcessor: the whole image resized to the training resolution, no crop, ImageNet mean/std). The
+folder is loaded back with the Auto classes and must reproduce the logits recorded at training time before
+it replaces an older one.
 """
 from __future__ import annotations
 
@@ -17,16 +18,19 @@ import json
 from pathlib import Path
 
 from rollout_core.build import dinov2
-from rollout_core.build.train_image_head import HEAD_FILE, SETTINGS_FILE, processor
-from rollout_core.data import shapes
 from rollout_core.build.staging import publish
+from rollout_core.data import shapes
 from rollout_core.errors import ModelLoadError
-from rollout_core.paths import models_dir
+from rollout_core.paths import ASSETS_DIR, models_dir
 
 NAME = "default-image"
+ASSET_DIR = ASSETS_DIR / "image-top"
+TRAINED_FILE = ASSET_DIR / "trained.safetensors"
+SETTINGS_FILE = ASSET_DIR / "training.json"
 STAMP_FILE = "rollout-build-stamp.json"
 TOLERANCE = 1e-3
-_FORMAT = 1  # bump when the way the folder is assembled changes
+_FORMAT = 2  # bump when the way the folder is assembled changes
+_TRAIN_HINT = "run `python -m rollout_core.build.train_image_top`"
 
 
 def output_dir() -> Path:
@@ -37,13 +41,45 @@ def backbone_dir() -> Path:
     return models_dir() / dinov2.NAME
 
 
+def processor(resolution: int):
+    """The PIL/numpy image processor of the built folder: whole image resized to a square, no crop."""
+    from PIL import Image
+    from transformers import BitImageProcessorPil
+
+    return BitImageProcessorPil(
+        do_resize=True, size={"height": resolution, "width": resolution}, resample=Image.BICUBIC,
+        do_center_crop=False, do_rescale=True, rescale_factor=1 / 255, do_normalize=True,
+        image_mean=dinov2.IMAGENET_MEAN, image_std=dinov2.IMAGENET_STD, do_convert_rgb=True,
+    )
+
+
+def base_classifier():
+    """Dinov2ForImageClassification with the backbone folder's weights and a freshly initialised classifier
+    (drawn from torch's global generator: seed it first for a reproducible start)."""
+    from transformers import Dinov2ForImageClassification
+    from transformers.utils import logging
+
+    previous = logging.get_verbosity()
+    logging.set_verbosity_error()  # its load report would tell users to train the classifier: checked below
+    try:
+        model, info = Dinov2ForImageClassification.from_pretrained(backbone_dir(), config=classifier_config(),
+                                                                   output_loading_info=True)
+    finally:
+        logging.set_verbosity(previous)
+    problems = {k: sorted(v) for k, v in info.items() if v and k != "missing_keys"}
+    if problems or set(info["missing_keys"]) != {"classifier.weight", "classifier.bias"}:
+        raise ModelLoadError(f"{backbone_dir()} does not fit a DINOv2 classifier ({info}); "
+                             f"run `python -m rollout_core setup --force`.")
+    return model.eval()
+
+
 def _stamp() -> dict:
-    """What the built folder depends on: the committed head's hashes, the backbone's own stamp, the format."""
+    """What the built folder depends on: the committed assets' hashes, the backbone's own stamp, the format."""
     digest = hashlib.sha256()
-    for path in (HEAD_FILE, SETTINGS_FILE):
+    for path in (TRAINED_FILE, SETTINGS_FILE):
         digest.update(path.read_bytes())
     backbone_stamp = hashlib.sha256((backbone_dir() / dinov2.STAMP).read_bytes()).hexdigest()
-    return {"head_sha256": digest.hexdigest(), "backbone_stamp_sha256": backbone_stamp, "format": _FORMAT}
+    return {"assets_sha256": digest.hexdigest(), "backbone_stamp_sha256": backbone_stamp, "format": _FORMAT}
 
 
 def _is_current(folder: Path, stamp: dict) -> bool:
@@ -65,17 +101,19 @@ def classifier_config():
 
 
 def _assemble(folder: Path, resolution: int) -> None:
-    """Write config.json, model.safetensors (backbone under "dinov2." + the trained classifier) and the
-    preprocessor config."""
-    from safetensors.torch import load_file, save_file
+    """Write config.json, model.safetensors (backbone weights with the trained ones loaded over them) and
+    the preprocessor config."""
+    import torch
+    from safetensors.torch import load_file
 
-    weights = {f"dinov2.{key}": value for key, value in load_file(backbone_dir() / "model.safetensors").items()}
-    head = load_file(HEAD_FILE)
-    if set(head) != {"classifier.weight", "classifier.bias"}:
-        raise ModelLoadError(f"{HEAD_FILE} should hold classifier.weight and classifier.bias, not {sorted(head)}; "
-                             f"rerun `python -m rollout_core.build.train_image_head`.")
-    weights.update({key: value.float().contiguous() for key, value in head.items()})
-    save_file(weights, folder / "model.safetensors", metadata={"format": "pt"})
+    trained = load_file(TRAINED_FILE)
+    model = base_classifier()
+    missing, unexpected = model.load_state_dict({k: v.float() for k, v in trained.items()}, strict=False)
+    if unexpected or not {"classifier.weight", "classifier.bias"} <= set(trained):
+        raise ModelLoadError(f"{TRAINED_FILE} does not fit the backbone (unknown {unexpected[:3]}, or no "
+                             f"classifier); {_TRAIN_HINT}.")
+    with torch.no_grad():
+        model.save_pretrained(folder)
     config = classifier_config().to_dict()
     config["attn_implementation"] = "eager"  # honoured by from_pretrained: attentions come back by default
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
@@ -112,8 +150,8 @@ def _verify(folder: Path, check: dict) -> None:
 
 def build(force: bool = False) -> str:
     """Build models_dir()/"default-image" unless it is present and current; return a one-line status."""
-    if not HEAD_FILE.exists():
-        raise ModelLoadError(f"{HEAD_FILE} is missing: run `python -m rollout_core.build.train_image_head`.")
+    if not TRAINED_FILE.exists():
+        raise ModelLoadError(f"{TRAINED_FILE} is missing: {_TRAIN_HINT}.")
     if not (backbone_dir() / dinov2.STAMP).is_file():
         dinov2.build()
     settings = json.loads(SETTINGS_FILE.read_text())
@@ -128,5 +166,5 @@ def build(force: bool = False) -> str:
         (staging / STAMP_FILE).write_text(json.dumps(stamp, indent=2) + "\n")
 
     publish(folder, fill)
-    return (f"{NAME}: built {folder} (DINOv2-small + trained shapes head at {metrics['resolution']} px; "
+    return (f"{NAME}: built {folder} (DINOv2-small, top blocks fine-tuned on shapes, at {metrics['resolution']} px; "
             f"test accuracy {metrics['test_accuracy']:.1%})")

@@ -55,8 +55,8 @@ EMBEDDED: tuple[RegistryEntry, ...] = (
     ),
     RegistryEntry(
         "default-image", "dinov2", "image-classification", "image",
-        "DINOv2-small backbone + a linear head trained by the project on generated shapes (the class is decided "
-        "by a known region); 81% test accuracy at 224 px",
+        "DINOv2-small with its top 2 blocks and classifier fine-tuned by the project on generated shapes (the "
+        "class is decided by a known region); 96.7% test accuracy at 224 px",
         embedded=True, locate=lambda: models_dir() / "default-image", built_by_setup=True,
     ),
     RegistryEntry(
