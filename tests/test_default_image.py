@@ -143,6 +143,12 @@ def test_logits_are_the_backbone_with_the_trained_blocks_through_the_committed_h
         assert torch.allclose(model(**inputs).logits, expected, atol=1e-4)
 
 
+def test_training_labels_are_those_of_the_generated_images():
+    # The trainer labels cached states without redrawing the images: check against the images themselves.
+    labels = [shapes.LABELS[i] for i in train_image_top.label_ids(13)]
+    assert labels == [e.label for e in shapes.generate(13, seed=4, split="train")]
+
+
 @pytest.mark.parametrize("blocks", [1, 2, 3])
 def test_training_path_on_cached_states_is_the_full_model(loaded, blocks):
     # The training script runs the frozen bottom once and trains on its output: bottom then top must be the model.

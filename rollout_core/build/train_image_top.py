@@ -53,8 +53,11 @@ SETTINGS = {
 }
 CHECK_IMAGES = 5
 """Test images whose logits are recorded so the setup step can prove the assembled folder is this model."""
-CACHE_DIR = models_dir() / ".cache" / "train_image_top"
-"""Scratch folder for the cached frozen hidden states (~0.8 GB per 4000 images), outside the repository."""
+
+
+def cache_dir() -> Path:
+    """Scratch folder for the cached frozen hidden states (~0.8 GB per 4000 images), outside the repository."""
+    return models_dir() / ".cache" / "train_image_top"
 
 
 def trained_prefixes(blocks: int, layers: int) -> tuple[str, ...]:
@@ -104,7 +107,7 @@ def frozen_states(model, settings: dict, split: str, count: int, batch_size: int
     backbone_stamp = (image_model.backbone_dir() / "model.safetensors").stat()
     key = json.dumps([split, count, settings["seed"], settings["resolution"], first,
                       backbone_stamp.st_size, backbone_stamp.st_mtime_ns])
-    path = CACHE_DIR / f"{split}-{count}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.safetensors"
+    path = cache_dir() / f"{split}-{count}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.safetensors"
     if path.is_file():
         return load_file(path)["hidden"]
     examples = shapes.generate(count, seed=settings["seed"], split=split)
@@ -116,7 +119,7 @@ def frozen_states(model, settings: dict, split: str, count: int, batch_size: int
             done = start + len(batch)
             print(f"  caching {split}: {done}/{count} images ({time.perf_counter() - started:.0f} s)", flush=True)
     hidden = torch.cat(parts)
-    CACHE_DIR.mkdir(parents=True, exist_ok=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
     save_file({"hidden": hidden}, str(path))
     return hidden
 
