@@ -137,9 +137,9 @@ def test_implied_phrases_have_no_polar_word_and_copy_no_natural_sentence(splits)
             assert not _ngrams(re.sub(r"[\[\]]|\{s\}", "", phrase), 4) & natural_grams, phrase
     implied = {split: {e.text[s:t].lower() for e in examples for s, t in e.evidence} & set(IMPLIED)
                for split, examples in splits.items()}
-    assert len(implied["test"]) >= 15 and len(implied["train"]) >= 40  # held out, and not a handful
+    assert len(implied["test"]) >= 15 and len(implied["train"]) >= 30  # held out, and not a handful
     share = sum(any(e.text[s:t].lower() in IMPLIED for s, t in e.evidence) for e in splits["train"]) / 600
-    assert 0.15 < share < 0.6  # implied clauses are frequent, but polar words still dominate
+    assert 0.05 < share < 0.5  # implied clauses are common, but polar words still dominate
 
 
 def test_in_contrasts_only_the_second_clause_decides(splits):

@@ -451,7 +451,7 @@ class _Generator:
         rng = self.rng
         negate = rng.random() < 0.3
         polar = positive != negate  # polarity of the polar word itself
-        kind = rng.choices(("copula", "noun", "verb", "experience", "recommend", "implied"), (6, 1, 2, 1.5, 0.7, 3))[0]
+        kind = rng.choices(("copula", "noun", "verb", "experience", "recommend", "implied"), (6, 1, 2, 1.5, 0.7, 1))[0]
         subject, plural = rng.choice(_ENTITIES[domain]) if rng.random() > 0.08 else ("it", 0)
         if kind == "implied":  # never negated: "I did not send it back" says little either way
             phrase = rng.choice(self.implied[domain][positive]).replace("{s}", subject)
