@@ -37,12 +37,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     text = sub.add_parser("text", help="explain a text")
     text.add_argument("--model", help="registry name, local folder or hub id (default: default-text)")
-    text.add_argument("--text", required=True, help='the text; "-" reads it from stdin')
+    text.add_argument("given", nargs="?", metavar="TEXT", help='the text; "-" reads it from stdin')
+    text.add_argument("--text", help="the same as TEXT")
     text.add_argument("--labels", help="zero-shot labels for sentence encoders, comma-separated: a,b,c")
     text.add_argument("--max-length", type=int, help="cut the text at this many tokens (default: the model's limit)")
     image = sub.add_parser("image", help="explain an image")
     image.add_argument("--model", help="registry name, local folder or hub id (default: default-image)")
-    image.add_argument("--image", required=True, help="image file")
+    image.add_argument("given", nargs="?", metavar="IMAGE", help="image file")
+    image.add_argument("--image", help="the same as IMAGE")
     for p in (text, image):
         p.add_argument("--method", choices=METHODS, default="rollout")
         p.add_argument("--target", help="class label or index; causal LMs: token position (default: predicted / last)")
@@ -118,9 +120,21 @@ def _load(name: str | None, modality: str, allow_pickle: bool) -> Any:
     return load_model(name or DEFAULTS[modality], allow_pickle=allow_pickle)
 
 
+def _the_input(args: argparse.Namespace, option: str) -> str:
+    """The text or image given once, as the positional argument or with --text / --image."""
+    flagged = getattr(args, option)
+    if flagged is not None and args.given is not None:
+        raise InputError(f"the {option} was given twice (as an argument and with --{option}); give it once")
+    if flagged is None and args.given is None:
+        raise InputError(f"no {option} given: pass it as an argument or with --{option}"
+                         + (' ("-" reads it from stdin)' if option == "text" else ""))
+    return flagged if flagged is not None else args.given
+
+
 def _cmd_text(args: argparse.Namespace) -> int:
+    given = _the_input(args, "text")
     try:
-        text = sys.stdin.read() if args.text == "-" else args.text
+        text = sys.stdin.read() if given == "-" else given
     except UnicodeDecodeError as err:
         raise InputError(f"the text on stdin is not valid UTF-8 (byte {err.start}); convert it to UTF-8") from None
     labels = None
@@ -139,9 +153,10 @@ def _cmd_image(args: argparse.Namespace) -> int:
 
     from rollout_core.explain import explain_image
 
-    path = Path(args.image).expanduser()
+    given = _the_input(args, "image")
+    path = Path(given).expanduser()
     if not path.is_file():
-        raise InputError(f"no such image file: {args.image}")
+        raise InputError(f"no such image file: {given}")
     handle = _load(args.model, "image", args.allow_pickle)
     explanation = explain_image(handle, path, **_options(args))
     print(explanation.to_json() if args.json else render_image(explanation))

@@ -80,6 +80,8 @@ def _main(capsys, *args: str) -> tuple[int, str, str]:
     (["--text", "hi", "--target", "CHEERFUL"], "unknown target"),
     (["--text", "hi", "--labels", "a,b"], "sentence encoder"),
     (["--text", "hi", "--start-layer", "7"], "out of range"),
+    ([], "no text given"),
+    (["hi", "--text", "hi"], "given twice"),
 ])
 def test_user_errors_exit_2_with_one_line(capsys, tiny_model_dir, args, words):
     status, out, err = _main(capsys, "text", "--model", str(tiny_model_dir("bert")), *args)
@@ -94,6 +96,18 @@ def test_plain_text_table(capsys, tiny_model_dir):
     rows = [line for line in out.splitlines() if line.startswith("'")]
     assert [r.split()[0] for r in rows] == ["'the'", "'cat'", "'sat'"]
     assert abs(sum(float(r.split()[-1]) for r in rows) - 1) < 1e-3
+
+
+def test_text_and_image_can_be_given_as_arguments(capsys, tiny_model_dir, tmp_path):
+    model = str(tiny_model_dir("bert"))
+    assert _main(capsys, "text", "the cat sat", "--model", model, "--json")[1] == \
+        _main(capsys, "text", "--text", "the cat sat", "--model", model, "--json")[1]
+    path = tmp_path / "x.png"
+    Image.fromarray((np.random.default_rng(0).random((40, 60, 3)) * 255).astype(np.uint8)).save(path)
+    status, out, _ = _main(capsys, "image", str(path), "--model", str(tiny_model_dir("vit")), "--json")
+    assert status == 0 and json.loads(out)["grid"]
+    status, _, err = _main(capsys, "image", "--model", str(tiny_model_dir("vit")))
+    assert status == 2 and err.count("\n") == 1 and "no image given" in err
 
 
 def test_zero_shot_labels(capsys, tiny_model_dir):
