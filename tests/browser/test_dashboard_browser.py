@@ -155,6 +155,15 @@ def test_compare_page(app_url: str, page: Any) -> None:
     page.wait_for_function("() => document.querySelectorAll('.token-highlight').length === 2", timeout=LOAD)
     _idle(page)
     assert page.get_by_test_id("stAlertContentError").count() == 0
+    slider = page.locator(LAYER)
+    slider.press("Home")  # both sides, the agreement and the difference follow the one slider
+    page.wait_for_selector(".token-highlight[data-view='A-layer-1-cum']", state="attached", timeout=STEP)
+    page.wait_for_selector(".token-highlight[data-view='B-layer-1-cum']", state="attached", timeout=STEP)
+    page.wait_for_selector(".agreement[data-view='layer-1-cum']", state="attached", timeout=STEP)
+    assert "Spearman rank correlation" in page.locator(".agreement").inner_text()
+    slider.press("End")
+    page.wait_for_selector(f".agreement[data-view='layer-{slider.get_attribute('max')}-cum']", state="attached",
+                           timeout=STEP)
     _shot(page, "compare.png")
 
 
