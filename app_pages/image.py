@@ -10,6 +10,9 @@ from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.data.example_images import example_images
 from rollout_core.figures.image import DEFAULT_COLORMAP
+from rollout_core.figures.layer_views import OVERLAY_OPACITY
+
+DEFAULT_OPACITY = 0.55
 
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
@@ -34,11 +37,8 @@ elif examples:
     source = st.selectbox("…or a bundled example", names, key="example")
     image_bytes = examples[source].read_bytes()
 
-display = st.columns(3)
-param("opacity", 0.55)
-opacity = display[0].slider("Overlay opacity", 0.0, 1.0, step=0.05, key="opacity")
 param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
-scale = display[1].selectbox("Colour map", figures.COLORMAPS, key="cmap")
+scale = st.columns(3)[0].selectbox("Colour map", figures.COLORMAPS, key="cmap")
 
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
@@ -47,10 +47,10 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
 
 
 @st.fragment
-def layer_view(exp: object, opacity: float, scale: str) -> None:
-    """The layer slider with the overlay, patch grid and summary it drives, switched in the browser; the
-    position it reports back reruns only this part."""
-    layer_explorer(image_payload(exp, opacity, scale), exp.num_layers)
+def layer_view(exp: object, scale: str) -> None:
+    """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
+    the browser; the values they report back rerun only this part."""
+    layer_explorer(image_payload(exp, scale), exp.num_layers, controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
     sync_url()
 
 
@@ -61,10 +61,10 @@ if exp is not None:
         st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
     with right:
-        layer_view(exp, opacity, scale)
+        layer_view(exp, scale)
     st.subheader("Downloads")
     views.downloads(exp, {
-        "Overlay": lambda: figures.image_overlay(exp, opacity=opacity, colormap=scale),
+        "Overlay": lambda: figures.image_overlay(exp, opacity=st.session_state["opacity"], colormap=scale),
         "Patch grid": lambda: figures.patch_heatmap(exp, colormap=scale),
     }, key="image")
 

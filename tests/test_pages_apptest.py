@@ -292,17 +292,26 @@ def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
 def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
                                                      tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_image")
-    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
-    at.slider(key="opacity").set_value(0.2).run()
-    at.selectbox(key="cmap").set_value("viridis").run()
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")), opacity="0.3")
+    (first,) = explorers(at)
+    (opacity,) = first["controls"]  # the overlay opacity is set in the browser, on the overlay's map trace
+    assert (opacity["key"], opacity["value"], opacity["trace"], opacity["attribute"]) == ("opacity", 0.3, "patches",
+                                                                                          "opacity")
+    assert [t["name"] for t in view_at(first, 1)["figures"][0]["data"]] == ["image", "patches"]
+    at.session_state["opacity"] = 0.2  # what the browser reports after a move
     at.session_state["layer"] = 1
     at.run()
+    (moved,) = explorers(at)
+    assert moved["controls"][0]["value"] == 0.2 and moved["layer"] == 1
+    assert moved["payload"]["id"] == first["payload"]["id"]  # the views were not redrawn for it
+    at.selectbox(key="cmap").set_value("viridis").run()
     assert_clean(at)
     assert len(calls) == 1
     (data,) = explorers(at)
+    assert data["payload"]["id"] != first["payload"]["id"]  # a colour map does redraw them, from the cache
     overlay = view_at(data, 1)["figures"][0]
-    assert data["layer"] == 1 and overlay["data"][1]["opacity"] == pytest.approx(0.2)
     assert overlay["data"][1]["colorscale"] == view_at(data, 2)["figures"][1]["data"][0]["colorscale"]
+    assert overlay["data"][1]["colorscale"] != view_at(first, 1)["figures"][0]["data"][1]["colorscale"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 // rollout_core.figures.layer_views, so a move only swaps what is shown (no round trip to the server).
 // The chosen position is reported back (debounced) so the URL and server-side views can follow.
 // `data`: {payload: {id, views: {key: {html, figures, summary}}, template, shared}, layers, layer, raw,
-//          label, raw_label, plotly_url}. The views' HTML comes from the core, which escapes all user text.
+//          label, raw_label, plotly_url, controls: [{key, label, trace, attribute, min, max, step, value}]}.
+// A control is a slider setting `attribute` of every trace named `trace` (e.g. the overlay's opacity).
+// The views' HTML comes from the core, which escapes all user text.
 
 const REPORT_DELAY_MS = 250;
 const plotlyLoads = {};
@@ -43,6 +45,7 @@ function build(parent) {
         <span class="lx-row"><input type="range" min="1" step="1"><output class="lx-value"></output></span>
       </label>
       <label class="lx-toggle"><input type="checkbox"> <span class="lx-raw-label"></span></label>
+      <span class="lx-controls-extra"></span>
     </div>
     <div class="lx-error" hidden></div>
     <div class="lx-html"></div>
@@ -58,13 +61,37 @@ export default function (component) {
   if (!root) root = build(parentElement);
   const slider = root.querySelector('input[type="range"]');
   const toggle = root.querySelector('input[type="checkbox"]');
-  const state = root.lxState || (root.lxState = { id: null, layer: data.layer, raw: data.raw, timer: null });
+  const state = root.lxState || (root.lxState = { id: null, layer: data.layer, raw: data.raw, timer: null, controls: {} });
+  const controls = data.controls || [];
+  for (const c of controls) if (!(c.key in state.controls)) state.controls[c.key] = c.value;
 
   root.querySelector(".lx-label").textContent = data.label;
   root.querySelector(".lx-raw-label").textContent = data.raw_label;
   slider.setAttribute("aria-label", data.label);
   slider.max = String(data.layers);
   root.querySelector(".lx-slider").hidden = data.layers < 2;
+
+  const extra = root.querySelector(".lx-controls-extra");
+  if (extra.dataset.keys !== controls.map((c) => c.key).join()) {
+    extra.dataset.keys = controls.map((c) => c.key).join();
+    extra.replaceChildren(...controls.map((c) => {
+      const label = document.createElement("label");
+      label.className = "lx-slider lx-control";
+      label.innerHTML = '<span class="lx-label"></span><span class="lx-row"><input type="range"><output class="lx-value"></output></span>';
+      label.querySelector(".lx-label").textContent = c.label;
+      const input = label.querySelector("input");
+      Object.assign(input, { min: c.min, max: c.max, step: c.step, value: state.controls[c.key] });
+      input.setAttribute("aria-label", c.label);
+      label.querySelector("output").textContent = Number(input.value).toFixed(2);
+      input.oninput = () => {
+        state.controls[c.key] = Number(input.value);
+        label.querySelector("output").textContent = Number(input.value).toFixed(2);
+        show();
+        report();
+      };
+      return label;
+    }));
+  }
 
   const views = data.payload.views;
   const shared = data.payload.shared;
@@ -91,7 +118,9 @@ export default function (component) {
       view.figures.forEach((figure, i) => {
         const layout = { paper_bgcolor: "rgba(0,0,0,0)", ...figure.layout, template: data.payload.template,
                          font: { ...font, ...figure.layout.font } };
-        Plotly.react(figureBox.children[i], figure.data, layout, { responsive: true, displaylogo: false });
+        const traces = figure.data.map((trace) => controls.reduce((t, c) => (
+          t.name === c.trace ? { ...t, [c.attribute]: state.controls[c.key] } : t), trace));
+        Plotly.react(figureBox.children[i], traces, layout, { responsive: true, displaylogo: false });
       });
     }).catch((error) => {
       errorBox.hidden = false;
@@ -101,7 +130,8 @@ export default function (component) {
 
   function report() {
     clearTimeout(state.timer);
-    state.timer = setTimeout(() => setStateValue("view", { layer: state.layer, raw: state.raw }), REPORT_DELAY_MS);
+    state.timer = setTimeout(() => setStateValue("view", { layer: state.layer, raw: state.raw,
+                                                            controls: { ...state.controls } }), REPORT_DELAY_MS);
   }
 
   slider.oninput = () => {

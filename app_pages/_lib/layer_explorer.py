@@ -65,8 +65,9 @@ def text_payload(expl: Explanation) -> dict[str, Any]:
 
 
 @st.cache_resource(**_CACHE)
-def image_payload(expl: Explanation, opacity: float, colormap: str) -> dict[str, Any]:
-    return layer_views.views_payload(layer_views.image_views(expl, opacity=opacity, colormap=colormap))
+def image_payload(expl: Explanation, colormap: str) -> dict[str, Any]:
+    """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
+    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap))
 
 
 @st.cache_resource(**_CACHE)
@@ -74,13 +75,16 @@ def comparison_payload(a: Explanation, b: Explanation) -> dict[str, Any]:
     return layer_views.views_payload(layer_views.comparison_views(a, b))
 
 
-def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer") -> tuple[int, bool]:
+def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
+                   controls: dict[layer_views.TraceControl, float] | None = None) -> tuple[int, bool]:
     """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
 
     The position lives in session state under `key` and `{key}_raw` (URL settings), so it survives a new
-    input, a reload and a shared link."""
+    input, a reload and a shared link; so does each of `controls` (control -> default value), under its key."""
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
+    controls = controls or {}
+    specs = [control.spec(param(control.key, default)) for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
     plotly_url = ""
@@ -95,13 +99,14 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer")
             st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
     _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
-                                            "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url},
-               on_view_change=_follow(key, num_layers))
+                                            "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url,
+                                            "controls": specs},
+               on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])
 
 
-def _follow(key: str, num_layers: int) -> Callable[[], None]:
-    """Callback: copy the position the browser reports into the URL-backed session settings."""
+def _follow(key: str, num_layers: int, controls: tuple[layer_views.TraceControl, ...]) -> Callable[[], None]:
+    """Callback: copy the position and control values the browser reports into the URL-backed settings."""
 
     def follow() -> None:
         view = (st.session_state.get(f"{key}_explorer") or {}).get("view") or {}
@@ -110,5 +115,10 @@ def _follow(key: str, num_layers: int) -> Callable[[], None]:
             st.session_state[key] = layer
         if isinstance(view.get("raw"), bool):
             st.session_state[f"{key}_raw"] = view["raw"]
+        reported = view.get("controls") or {}
+        for control in controls:
+            value = reported.get(control.key)
+            if isinstance(value, (int, float)) and control.low <= value <= control.high:
+                st.session_state[control.key] = float(value)
 
     return follow

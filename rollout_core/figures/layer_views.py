@@ -39,6 +39,30 @@ class LayerView:
     summary: str = ""
 
 
+@dataclass(frozen=True)
+class TraceControl:
+    """A slider a viewer shows beside the layer slider: it sets `attribute` of every trace named `trace` in
+    every view, in the browser (so a display option does not redraw the views either)."""
+
+    key: str
+    label: str
+    trace: str
+    attribute: str
+    low: float
+    high: float
+    step: float
+
+    def spec(self, value: float) -> dict[str, Any]:
+        """JSON-ready description with the current value (clipped to low..high)."""
+        return {"key": self.key, "label": self.label, "trace": self.trace, "attribute": self.attribute,
+                "min": self.low, "max": self.high, "step": self.step,
+                "value": min(self.high, max(self.low, float(value)))}
+
+
+OVERLAY_OPACITY = TraceControl("opacity", "Overlay opacity", "patches", "opacity", 0.0, 1.0, 0.05)
+"""The opacity of the map over the image (`image_overlay`'s "patches" trace)."""
+
+
 def view_key(layer: int, raw: bool) -> str:
     """Key of slider position `layer` (1-based) in one mode, e.g. "layer-3-cum"; also the views' data-view marker."""
     return f"layer-{int(layer)}-{'raw' if raw else 'cum'}"

@@ -146,6 +146,19 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     slider.press("End")
     page.wait_for_selector(f".image-view[data-view='layer-{slider.get_attribute('max')}-cum']", state="attached",
                            timeout=STEP)
+    # the overlay opacity is switched in the browser too, kept across layers, and reported to the URL
+    opacity = page.locator('input[type=range][aria-label="Overlay opacity"]')
+    opacity.focus()
+    for _ in range(3):
+        opacity.press("ArrowLeft")  # 0.55 -> 0.40
+    overlay_opacity = ("() => [...document.querySelectorAll('.lx-figures .js-plotly-plot')].map(gd => "
+                       "gd.data.find(t => t.name === 'patches')).filter(Boolean).map(t => t.opacity)")
+    page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.4", timeout=STEP)
+    slider.press("Home")
+    page.wait_for_selector(".image-view[data-view='layer-1-cum']", state="attached", timeout=STEP)
+    page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.4", timeout=STEP)
+    page.wait_for_function("() => location.search.includes('opacity=0.4')", timeout=STEP)
+    slider.press("End")
     _shot(page, "image.png")
 
 
