@@ -1,7 +1,8 @@
 """What the dashboard pays per figure on a ViT-sized explanation (197 tokens, 12 layers, 12 heads).
 
 Prints, side by side for every view: time to build the Plotly figure, time to serialise it (what
-Streamlit sends), and the payload size. Synthetic numbers (no model needed); run:
+Streamlit sends), and the payload size; then the layer slider's views all at once (what the page sends)
+against one view per move (what a server round trip per move would redraw). Synthetic numbers (no model needed); run:
     OMP_NUM_THREADS=1 python benchmarks/bench_figures.py [--repeat 5]
 """
 from __future__ import annotations
@@ -63,6 +64,36 @@ def main() -> None:
     for _ in range(args.repeat):
         summarize(expl)
     print(f"{'summarize':28s} {1000 * (time.perf_counter() - t0) / args.repeat:9.1f}")
+    slider_views(expl, args.repeat)
+
+
+def slider_views(expl: Explanation, repeat: int) -> None:
+    """Every slider position at once (what the page sends, layer_views) against one position per move."""
+    import json
+
+    from rollout_core.figures import image as image_figures
+    from rollout_core.figures import layer_views
+
+    times, one = [], []
+    for _ in range(repeat):
+        image_figures._png_data_uri.cache_clear()  # a new image: its PNG is encoded once per payload
+        t0 = time.perf_counter()
+        views = layer_views.image_views(expl)
+        payload = json.dumps(layer_views.views_payload(views))
+        times.append(time.perf_counter() - t0)
+        image_figures._png_data_uri.cache_clear()
+        t0 = time.perf_counter()
+        for fig in (F.image_overlay(expl, layer=3), F.patch_heatmap(expl, layer=3)):
+            fig.to_json()
+        summarize(expl, layer=3)
+        one.append(time.perf_counter() - t0)
+    unshared = sum(len(f.to_json()) + len(v.html) + len(v.summary) for v in views.values() for f in v.figures)
+    count = len(views)
+    print(f"{'all ' + str(count) + ' slider views, packed':28s} {1000 * statistics.median(times):9.1f} "
+          f"{'':8s} {len(payload) / 1e6:6.2f}   (figures alone, unpacked: {unshared / 1e6:.2f} MB)")
+    print(f"{'one slider view (per move)':28s} {1000 * statistics.median(one):9.1f}")
+    print(f"all views once = {statistics.median(times) / statistics.median(one):.1f} moves' worth of server work; "
+          f"afterwards a move costs the server nothing")
 
 
 if __name__ == "__main__":
