@@ -83,12 +83,6 @@ export default function (component) {
       Object.assign(input, { min: c.min, max: c.max, step: c.step, value: state.controls[c.key] });
       input.setAttribute("aria-label", c.label);
       label.querySelector("output").textContent = Number(input.value).toFixed(2);
-      input.oninput = () => {
-        state.controls[c.key] = Number(input.value);
-        label.querySelector("output").textContent = Number(input.value).toFixed(2);
-        show();
-        report();
-      };
       return label;
     }));
   }
@@ -134,6 +128,17 @@ export default function (component) {
                                                             controls: { ...state.controls } }), REPORT_DELAY_MS);
   }
 
+  // handlers are set on every call: they must draw from this call's data (a new payload replaces the old)
+  controls.forEach((c, i) => {
+    const label = extra.children[i];
+    const input = label.querySelector("input");
+    input.oninput = () => {
+      state.controls[c.key] = Number(input.value);
+      label.querySelector("output").textContent = Number(input.value).toFixed(2);
+      show();
+      report();
+    };
+  });
   slider.oninput = () => {
     state.layer = Number(slider.value);
     show();

@@ -158,6 +158,19 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     page.wait_for_selector(".image-view[data-view='layer-1-cum']", state="attached", timeout=STEP)
     page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.4", timeout=STEP)
     page.wait_for_function("() => location.search.includes('opacity=0.4')", timeout=STEP)
+    # a new colour map sends new views: the opacity control then draws those, not the old ones
+    colour_map = page.get_by_role("combobox", name="Colour map")
+    colour_map.click()
+    colour_map.fill("viridis")
+    colour_map.press("Enter")
+    page.wait_for_function("() => location.search.includes('cmap=viridis')", timeout=LOAD)
+    _idle(page)
+    overlay_scale = ("() => JSON.stringify([...document.querySelectorAll('.lx-figures .js-plotly-plot')][0]"
+                     ".data.find(t => t.name === 'patches').colorscale)")
+    viridis = page.evaluate(overlay_scale)
+    opacity.press("ArrowRight")
+    page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.45", timeout=STEP)
+    assert page.evaluate(overlay_scale) == viridis and "#440154" in viridis  # viridis starts at #440154
     slider.press("End")
     _shot(page, "image.png")
 
