@@ -5,7 +5,7 @@ import plotly.express as px
 import streamlit as st
 
 from app_pages._lib import core
-from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
@@ -18,11 +18,7 @@ st.markdown("Remove the most (or least) relevant tokens/patches first and watch 
 
 param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
-with st.sidebar:
-    st.header("Model")
-    name, allow_pickle = model_picker(modality)
-    st.header("Method options")
-    method = method_settings()
+name, allow_pickle, method = model_and_method(modality, method_header="Method options")
 
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))

@@ -5,7 +5,7 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import image_payload, layer_explorer
-from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.data.example_images import example_images
@@ -18,11 +18,7 @@ UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
 st.title("Image")
 
-with st.sidebar:
-    st.header("Model")
-    name, allow_pickle = model_picker("image")
-    st.header("Method")
-    method = method_settings()
+name, allow_pickle, method = model_and_method("image")
 
 examples = core.run("listing the bundled examples", example_images) or {}
 upload = st.file_uploader("Upload an image (png, jpeg, webp, bmp, gif: first frame)", type=UPLOAD_TYPES,

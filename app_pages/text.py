@@ -5,18 +5,14 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import layer_explorer, text_payload
-from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 st.title("Text")
 
-with st.sidebar:
-    st.header("Model")
-    name, allow_pickle = model_picker("text")
-    st.header("Method")
-    method = method_settings()
+name, allow_pickle, method = model_and_method("text")
 
 param("text", EXAMPLE_SENTENCES[0])
 

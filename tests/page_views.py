@@ -23,17 +23,18 @@ def view_at(data: dict[str, Any], layer: int | None = None, raw: bool | None = N
     """One view of an explorer ({"html", "figures", "summary"}), shared strings put back; default: the shown one."""
     payload = data["payload"]
     key = view_key(data["layer"] if layer is None else layer, data["raw"] if raw is None else raw)
+    return unshare(payload["views"][key], payload["shared"])
 
-    def unshare(value: Any) -> Any:
-        if isinstance(value, dict):
-            if set(value) == {"$shared"}:
-                return payload["shared"][value["$shared"]]
-            return {k: unshare(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [unshare(v) for v in value]
-        return value
 
-    return unshare(payload["views"][key])
+def unshare(value: Any, shared: list[str]) -> Any:
+    """A packed view (rollout_core.figures.layer_views.views_payload) with its {"$shared": i} references put back."""
+    if isinstance(value, dict):
+        if set(value) == {"$shared"}:
+            return shared[value["$shared"]]
+        return {k: unshare(v, shared) for k, v in value.items()}
+    if isinstance(value, list):
+        return [unshare(v, shared) for v in value]
+    return value
 
 
 def shown_html(at: Any) -> str:

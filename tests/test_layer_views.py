@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from page_views import unshare
 from rollout_core import explain
 from rollout_core.figures import layer_views
 from rollout_core.figures.layer_views import LayerView, view_key, views_payload
@@ -30,16 +31,6 @@ def shown_shares(row: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """By hand: the row restricted to the displayed positions, renormalised to sum to 1."""
     kept = row[keep]
     return kept / kept.sum()
-
-
-def unshare(value: Any, shared: list[str]) -> Any:
-    if isinstance(value, dict):
-        if set(value) == {"$shared"}:
-            return shared[value["$shared"]]
-        return {k: unshare(v, shared) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unshare(v, shared) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")

@@ -79,6 +79,16 @@ def method_settings(key: str = "", target_help: str | None = None) -> Method:
                   start_layer=int(start), target=_target(target))
 
 
+def model_and_method(modality: str, method_header: str = "Method") -> tuple[str, bool, Method]:
+    """The sidebar of a one-model page: the model picker and the method settings under their headers.
+    Returns (name, allow_pickle, method)."""
+    with st.sidebar:
+        st.header("Model")
+        name, allow_pickle = model_picker(modality)
+        st.header(method_header)
+        return name, allow_pickle, method_settings()
+
+
 def _target(raw: str) -> str | int | None:
     raw = raw.strip()
     if not raw:

@@ -32,6 +32,7 @@ from pathlib import Path
 import torch
 
 from rollout_core.build import image_model
+from rollout_core.build.schedule import warmup_then_linear_decay
 from rollout_core.data import shapes
 from rollout_core.paths import models_dir
 
@@ -172,9 +173,7 @@ def train(settings: dict, test: bool = True) -> tuple[dict[str, torch.Tensor], d
                                   weight_decay=settings["weight_decay"])
     per_epoch = -(-settings["train_images"] // settings["batch_size"])
     steps = settings["epochs"] * per_epoch
-    warmup = max(1, int(settings["warmup_fraction"] * steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup))))
+    schedule = warmup_then_linear_decay(optimizer, steps, settings["warmup_fraction"])
     generator = torch.Generator().manual_seed(settings["seed"])
     history, step_seconds = [], []
     for epoch in range(settings["epochs"]):

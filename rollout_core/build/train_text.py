@@ -14,6 +14,7 @@ import time
 
 import torch
 
+from rollout_core.build.schedule import warmup_then_linear_decay
 from rollout_core.build.text_model import (
     ASSET_DIR, LABELS, SETTINGS_FILE, TRAINED_FILE, base_model_dir, base_state_dict, classifier_config,
 )
@@ -138,9 +139,7 @@ def train(settings: dict = SETTINGS) -> tuple[dict[str, torch.Tensor], dict]:
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=settings["learning_rate"], weight_decay=settings["weight_decay"])
     steps = settings["epochs"] * -(-len(train_set) // settings["batch_size"])
-    warmup = max(1, int(settings["warmup_fraction"] * steps))
-    schedule = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min((s + 1) / warmup, max(0.0, (steps - s) / (steps - warmup))))
+    schedule = warmup_then_linear_decay(optimizer, steps, settings["warmup_fraction"])
     generator = torch.Generator().manual_seed(seed)
     history = []
     for epoch in range(settings["epochs"]):
