@@ -64,11 +64,12 @@ def alti_contributions(recorded: Recorded, attention_mask: torch.Tensor | None =
     out = []
     for acc, x, a_in, probs in zip(recorded.layers, recorded.residual, recorded.attn_input, recorded.probs):
         with torch.no_grad():
-            t, _ = transformed_vectors(acc, x, a_in, probs)
+            t, bias = transformed_vectors(acc, x, a_in, probs)
             real = _mask(attention_mask, *t.shape[:2], t.device)
             pair = (real[:, :, None] & real[:, None, :])
             t = t * pair[..., None]
-            y = t.sum(dim=2, keepdim=True)  # (B, n, 1, d), bias terms left out as in the reference
+            y = (t.sum(dim=2) + bias)[:, :, None]  # (B, n, 1, d): the real block output, bias included as in
+            # mt-upc/transformer-contributions (its `resultant`)
             c = (y.abs().sum(-1) - (y - t).abs().sum(-1)).clamp(min=0) * pair
             out.append(c / c.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(c.dtype).tiny))
     return torch.stack(out)
