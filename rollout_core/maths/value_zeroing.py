@@ -85,11 +85,12 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
     if len(hidden_states) != len(layers) + 1:
         raise UnsupportedModelError(
             f"Expected {len(layers) + 1} hidden states (embeddings + every layer), got {len(hidden_states)}.")
-    batch, n, _ = hidden_states[0].shape
+    x0 = hidden_states[0]
+    batch, n, _ = x0.shape
     device = hidden_states[0].device
     real = (torch.ones(batch, n, device=device) if attention_mask is None else attention_mask.to(device).float())
     mask4 = additive_mask(real, hidden_states[0].dtype)
-    out = torch.zeros(len(layers), batch, n, n, dtype=torch.float32, device=device)
+    out = torch.zeros(len(layers), batch, n, n, dtype=torch.promote_types(x0.dtype, torch.float32), device=device)
     for l, (block, value) in enumerate(layers):
         x = hidden_states[l]
         original = run_block(block, x, mask4)
@@ -100,7 +101,8 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
                 m = None if mask4 is None else mask4[b:b + 1].expand(len(rows), -1, -1, -1)
                 with _zero_value_rows(value, rows):
                     zeroed = run_block(block, xs, m)
-                dist = 1 - torch.nn.functional.cosine_similarity(zeroed.float(), original[b:b + 1].float(), dim=-1)
+                ref = original[b:b + 1].to(out.dtype)
+                dist = 1 - torch.nn.functional.cosine_similarity(zeroed.to(out.dtype), ref, dim=-1)
                 out[l, b, :, rows] = dist.T
     out = out * real[None, :, :, None] * real[None, :, None, :]
     total = out.sum(-1, keepdim=True)
