@@ -15,6 +15,7 @@ row-stochastic), then the rollout is the usual product.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 
@@ -23,7 +24,7 @@ from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
 
 DEFAULT_RATIO = 5.0
-DEFAULT_VALUE_FACTOR = 0.5
+DEFAULT_VALUE_FACTOR = 0.6
 
 
 @dataclass
@@ -59,15 +60,23 @@ def find_sinks(
     ratio: float = DEFAULT_RATIO,
     value_factor: float = DEFAULT_VALUE_FACTOR,
     head_fusion: str = "mean",
+    exclude: Sequence[int] = (),
 ) -> SinkReport:
     """Sinks of every layer and sample (see the module docstring for the criterion and its thresholds).
 
-    `value_norms` (L, B, n) optional: without it the attention-only criterion is used.
+    `value_norms` (L, B, n) optional: without it the attention-only criterion is used. `exclude`: positions
+    that are never sinks (e.g. the explained [CLS] row, which would otherwise be cut off from itself).
     """
     if not ratio > 1.0 or not value_factor > 0.0:
         raise InputError(f"ratio must be > 1 and value_factor > 0, got {ratio}, {value_factor}")
     over, share = received_attention(attentions, attention_mask, head_fusion=head_fusion)
     sinks = over >= ratio
+    if exclude:
+        n = over.shape[-1]
+        bad = [p for p in exclude if not -n <= int(p) < n]
+        if bad:
+            raise InputError(f"exclude positions {bad} are outside the {n} positions")
+        sinks[..., [int(p) % n for p in exclude]] = False
     if value_norms is not None:
         if tuple(value_norms.shape) != tuple(over.shape):
             raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, got {tuple(value_norms.shape)}")
