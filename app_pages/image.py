@@ -45,8 +45,16 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
 @st.fragment
 def layer_view(exp: object, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
-    the browser; the values they report back rerun only this part."""
-    layer_explorer(image_payload(exp, scale), exp.num_layers, controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
+    the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
+    layer, raw = layer_explorer(image_payload(exp, scale), exp.num_layers,
+                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
+    index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
+    st.subheader("Downloads")
+    views.downloads(exp, {
+        "Overlay": lambda: figures.image_overlay(exp, layer=index, raw_attention=raw, opacity=opacity,
+                                                 colormap=scale),
+        "Patch grid": lambda: figures.patch_heatmap(exp, layer=index, raw_attention=raw, colormap=scale),
+    }, key="image", stem=views.download_stem(exp, source))
     sync_url()
 
 
@@ -58,10 +66,5 @@ if exp is not None:
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
     with right:
         layer_view(exp, scale)
-    st.subheader("Downloads")
-    views.downloads(exp, {
-        "Overlay": lambda: figures.image_overlay(exp, opacity=st.session_state["opacity"], colormap=scale),
-        "Patch grid": lambda: figures.patch_heatmap(exp, colormap=scale),
-    }, key="image")
 
 sync_url()
