@@ -50,8 +50,9 @@ def _move(tab: Any, key: str, view: str) -> None:
     slider.focus()
     slider.press(key)
     tab.wait_for_selector(f"[data-view$='{view}']", state="attached", timeout=STEP)
-    tab.wait_for_timeout(1500)  # the position is reported to the server after a pause
+    tab.wait_for_function("() => /[?&]layer=1(&|$)/.test(location.search)", timeout=STEP)  # server caught up
     _idle(tab)
+    tab.wait_for_timeout(500)
 
 
 def test_image_overlay_png_is_the_layer_on_screen(app_url: str, page: Any) -> None:
