@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
-from app_pages._lib.layer_explorer import image_payload, layer_explorer
+from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -34,7 +34,10 @@ elif examples:
     image_bytes = examples[source].read_bytes()
 
 param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
-scale = st.columns(3)[0].selectbox("Colour map", figures.COLORMAPS, key="cmap")
+scale_col, shared_col = st.columns(3)[:2]
+scale = scale_col.selectbox("Colour map", figures.COLORMAPS, key="cmap")
+with shared_col:
+    shared = shared_scale_toggle()
 
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
@@ -46,7 +49,7 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
 def layer_view(exp: object, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
     the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
-    layer, raw = layer_explorer(image_payload(exp, scale), exp.num_layers,
+    layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
                                 controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
     index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
     st.subheader("Downloads")
