@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
-from app_pages._lib.layer_explorer import layer_explorer, text_payload
+from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -44,7 +44,11 @@ if handle is not None:
 def layer_view(exp: object, specials: str) -> None:
     """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
     per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
-    layer, raw = layer_explorer(text_payload(exp), exp.num_layers)
+    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers)
+    index = views.layer_index(layer)
+    st.caption("Download the bars of the layer on screen:")
+    views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
+                    key="text", stem=views.download_stem(exp, exp.text))
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
@@ -88,11 +92,7 @@ if exp is not None:
         st.plotly_chart(matrix_fig, key="matrix")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
-
-    st.subheader("Downloads")
-    charts = {"Bar chart": lambda: figures.score_bar(exp)}
-    if matrix_fig is not None:
-        charts["Matrix"] = lambda: matrix_fig
-    views.downloads(exp, charts, key="text")
+        st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig),
+                           f"{views.download_stem(exp, exp.text)}_matrix.png", "image/png", key="text_matrix_png")
 
 sync_url()

@@ -23,6 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
 SLIDER_LABEL = "Layer (cumulative rollout up to this layer)"
 RAW_LABEL = "Show this layer's own attention instead"
+SHARED_LABEL = "One colour scale for all layers"
+SHARED_HELP = ("Off (default): each layer is coloured from 0 to its own largest value (shown on its legend), so a "
+               "faint late layer stays visible. On: every layer of a mode on one scale, to compare their strength.")
+
+
+def shared_scale_toggle() -> bool:
+    """The URL-backed "one colour scale for all layers" checkbox; its value."""
+    param("shared_scale", False)
+    return bool(st.checkbox(SHARED_LABEL, key="shared_scale", help=SHARED_HELP))
 
 _COMPONENT = st.components.v2.component(
     "rollout_layer_explorer",
@@ -60,14 +69,14 @@ _CACHE = dict(max_entries=32, show_spinner=False, hash_funcs={Explanation: _fing
 
 
 @st.cache_resource(**_CACHE)
-def text_payload(expl: Explanation) -> dict[str, Any]:
-    return layer_views.views_payload(layer_views.text_views(expl))
+def text_payload(expl: Explanation, shared_scale: bool = False) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
 
 
 @st.cache_resource(**_CACHE)
-def image_payload(expl: Explanation, colormap: str) -> dict[str, Any]:
+def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> dict[str, Any]:
     """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
-    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap))
+    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
 
 
 @st.cache_resource(**_CACHE)
