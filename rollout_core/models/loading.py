@@ -28,7 +28,7 @@ from typing import Any
 import torch
 
 from rollout_core.errors import ModelLoadError, SecurityError
-from rollout_core.models import families, registry
+from rollout_core.models import families, registry, size
 from rollout_core.models.handle import ModelHandle
 
 TASKS = tuple(families.TASK_MODALITY)
@@ -359,16 +359,19 @@ def _load(
     if families.TASK_MODALITY[task] != spec.modality:
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
+    size.declared_params(cls, config)
     try:
-        model = cls.from_pretrained(
+        model, info = cls.from_pretrained(
             str(folder),
             attn_implementation="eager",
             use_safetensors=None if allow_pickle else True,
             trust_remote_code=trust_remote_code,
             dtype=torch.float32,
+            output_loading_info=True,
         )
     except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
         raise ModelLoadError(f"could not load the model in {folder} as {task}: {err}") from err
+    size.check_weights_match(info, model, folder)
     model.eval().to(device)
     processor = _processor(folder, spec.modality, trust_remote_code)
     num_layers, num_heads = families.layer_and_head_counts(config)
