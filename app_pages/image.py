@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -65,7 +66,7 @@ if exp is not None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp)
-        st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
     with right:
         layer_view(exp, scale)

@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -74,13 +75,13 @@ if exp is not None:
         cut = exp.truncation
         st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
                    f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
-                   f"The explained text ends with: “…{exp.text[-40:]}”")
+                   f"The explained text ends with: “…{safe_text(exp.text[-40:])}”")
     param("hide_special", True)
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
-        st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers.")
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
     with right:
         layer_view(exp, specials)
 

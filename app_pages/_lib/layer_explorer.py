@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
@@ -93,7 +94,7 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
     controls = controls or {}
-    specs = [control.spec(param(control.key, default)) for control, default in controls.items()]
+    specs = [control.spec(param(control.key, default, low=control.low, high=control.high)) for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
     plotly_url = ""
@@ -105,7 +106,7 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
         try:
             plotly_url = served_plotly_js()
         except OSError as err:
-            st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}), so the figures under "
+            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
     _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
                                             "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url,

@@ -7,6 +7,7 @@ from typing import Any, Callable
 import pandas as pd
 import streamlit as st
 
+from app_pages._lib.safe import safe_text
 from rollout_core import figures
 
 
@@ -14,7 +15,7 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
     """Top labels with probabilities, or a note for backbones / encoders without a classifier."""
     if not exp.prediction:
         st.info("Backbone: no classifier. The map explains the pooled representation "
-                f"({exp.target_description}).")
+                f"({safe_text(exp.target_description)}).")
         return
     top = exp.prediction[0]
     st.metric(title, top.label, f"{top.probability:.1%}", delta_color="off")
