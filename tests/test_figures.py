@@ -305,6 +305,19 @@ def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
         F.raster_png(F.curves_figure({"m": ([0, 1], [1, 0])}))
 
 
+@pytest.mark.parametrize("lead", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_guards_every_formula_start(lead):
+    """OWASP's CSV-injection starts, tab and carriage return included, get the apostrophe; plain text does not."""
+    import csv
+
+    token = lead + "HYPERLINK(1)"
+    expl = _text_expl(["[CLS]", token, "q", "[SEP]"], [(0, 0), (0, 13), (14, 15), (0, 0)], [0.4, 0.3, 0.1, 0.2],
+                      token + " q")
+    rows = list(csv.reader(io.StringIO(F.scores_csv(expl).decode("utf-8"), newline="")))
+    tokens = [row[rows[0].index("token")] for row in rows[1:]]
+    assert tokens == ["[CLS]", "'" + token, "q", "[SEP]"]
+
+
 def test_csv_and_json_downloads_carry_the_scores():
     text = "=cmd q"
     expl = _text_expl(["[CLS]", "=cmd", "q", "[SEP]"], [(0, 0), (0, 4), (5, 6), (0, 0)], [0.4, 0.3, 0.1, 0.2], text)

@@ -67,12 +67,16 @@ def raster_png(fig: go.Figure) -> bytes:
     return buffer.getvalue()
 
 
+FORMULA_STARTS = "=+-@\t\r"
+"""First characters that make a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
+
+
 def scores_csv(expl: Explanation) -> bytes:
     """UTF-8 CSV, one row per position: token, special, character span or patch row/col, raw score, display
     score (blank for special positions), then the raw row after each layer and each layer's own attention.
 
-    Cells starting with = + - @ (and longer than one character) get a leading apostrophe, so that a
-    spreadsheet does not run user text as a formula.
+    Cells starting with = + - @, tab or carriage return (and longer than one character) get a leading
+    apostrophe, so that a spreadsheet does not run user text as a formula.
     """
     import pandas as pd
 
@@ -97,7 +101,7 @@ def scores_csv(expl: Explanation) -> bytes:
         frame[f"{expl.method}_after_layer_{start + k + 1}"] = np.asarray(expl.layer_scores[k], dtype=np.float64)
     for k in range(expl.num_layers):
         frame[f"attention_layer_{start + k + 1}"] = np.asarray(expl.layer_attention_scores[k], dtype=np.float64)
-    return frame.to_csv(index=False, float_format="%.9g").encode("utf-8")
+    return frame.to_csv(index=False, float_format="%.9g", lineterminator="\r\n").encode("utf-8")
 
 
 def scores_json(expl: Explanation) -> bytes:
@@ -164,7 +168,7 @@ def _y_reversed(fig: go.Figure) -> bool:
 
 
 def _cell(text: str) -> str:
-    return "'" + text if len(text) > 1 and text[0] in "=+-@" else text
+    return "'" + text if len(text) > 1 and text[0] in FORMULA_STARTS else text
 
 
 def _json_default(value):
