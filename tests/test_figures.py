@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from rollout_core import figures as F
+from rollout_core.figures import export
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation, Prediction
 
@@ -294,6 +295,17 @@ def test_png_export_through_kaleido_gives_a_decodable_png_of_the_asked_size():
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(io.BytesIO(data)) as image:
         assert image.size == (300, 240)  # kaleido's page size, not the fallback raster's
+
+
+def test_png_export_page_loads_no_script_from_the_network():
+    """An offline server must not wait on a CDN: kaleido's page, built from our options, has only local scripts."""
+    import kaleido
+
+    opts = export.kaleido_options()
+    page = kaleido.PageGenerator(mathjax=opts["mathjax"]).generate_index()
+    scripts = re.findall(r'<script[^>]*src="([^"]+)"', page)
+    assert scripts and all(src.startswith("file://") for src in scripts), scripts
+    assert 0 < opts["timeout"] < 90  # bounded below a browser's patience for a download
 
 
 def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():

@@ -115,13 +115,26 @@ def scores_json(expl: Explanation) -> bytes:
     return json.dumps(out, ensure_ascii=False, default=_json_default).encode("utf-8")
 
 
+KALEIDO_TIMEOUT_S = 30.0
+"""Longest wait for one PNG render; past it the export fails (and falls back) instead of hanging a download."""
+
+
+def kaleido_options() -> dict:
+    """Options for kaleido's browser: the local Chromium, plotly.js from the installed plotly package and no
+    MathJax, so the export never fetches a script from a CDN (on an offline server such a fetch can hang
+    until kaleido's own 90 s timeout, longer than a browser waits for a download)."""
+    browser = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+    opts: dict = {"mathjax": False, "timeout": KALEIDO_TIMEOUT_S}
+    if browser:
+        opts["path"] = browser
+    return opts
+
+
 def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes:
     import kaleido
 
-    browser = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
-    kopts = {"path": browser} if browser else {}
     return kaleido.calc_fig_sync(
-        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kopts,
+        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kaleido_options(),
     )
 
 

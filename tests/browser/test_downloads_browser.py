@@ -38,6 +38,7 @@ def _idle(tab: Any) -> None:
 
 
 def _download(tab: Any, button: str) -> tuple[str, bytes]:
+    _idle(tab)  # a click while the previous click's rerun is under way can be swallowed by that rerun
     with tab.expect_download(timeout=LOAD) as info:
         tab.get_by_role("button", name=button).click()
     download = info.value
