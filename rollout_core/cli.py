@@ -13,10 +13,11 @@ import sys
 import warnings
 from typing import Any, Sequence
 
+from rollout_core import methods
 from rollout_core.errors import InputError, RolloutError
+from rollout_core.options import CAPTURES, HEAD_FUSIONS
 
 BAR_WIDTH = 30
-METHODS = ("rollout", "flow", "gradient", "attention")  # = rollout_core.explain.METHODS (not imported: torch)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -46,14 +47,14 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("given", nargs="?", metavar="IMAGE", help="image file")
     image.add_argument("--image", help="the same as IMAGE")
     for p in (text, image):
-        p.add_argument("--method", choices=METHODS, default="rollout")
+        p.add_argument("--method", choices=methods.names(), default="rollout")
         p.add_argument("--target", help="class label or index; causal LMs: token position (default: predicted / last)")
-        p.add_argument("--head-fusion", choices=("mean", "max", "min"), default="mean")
+        p.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean")
         p.add_argument("--residual-weight", type=float, default=1.0)
         p.add_argument("--discard-ratio", type=float, default=0.0)
         p.add_argument("--start-layer", type=int, default=0)
         p.add_argument("--end-layer", type=int, default=None, help="exclusive (default: all layers)")
-        p.add_argument("--capture", choices=("auto", "full", "lowmem"), default="auto")
+        p.add_argument("--capture", choices=CAPTURES, default="auto")
         p.add_argument("--json", action="store_true", help="print one JSON object (Explanation.to_dict())")
         p.add_argument("--allow-pickle", action="store_true",
                        help="allow pickle weights (.bin/.pt): they can run code when loaded; only for trusted models")

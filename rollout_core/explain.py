@@ -20,7 +20,7 @@ from typing import Any, Callable, Sequence, Union
 import numpy as np
 import torch
 
-from rollout_core import capture
+from rollout_core import capture, methods
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.inputs.text import EncodedText, encode_text, model_max_length, normalise_text, pad_batch, pad_token_id
@@ -32,10 +32,9 @@ from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
+from rollout_core.options import CAPTURES, HEAD_FUSIONS
 
-METHODS = ("rollout", "flow", "gradient", "attention")
-HEAD_FUSIONS = ("mean", "max", "min")
-CAPTURES = ("auto", "full", "lowmem")
+METHODS = methods.names()
 ZERO_SHOT_TEMPERATURE = 0.05
 """Cosine similarities are divided by this before the softmax (a logit scale of 20)."""
 TOP_K = 5
@@ -219,8 +218,7 @@ def _options(
     handle: ModelHandle, method: str, head_fusion: str, residual_weight: float, discard_ratio: float,
     start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str,
 ) -> Options:
-    if method not in METHODS:
-        raise InputError(f"unknown method {method!r}; choose one of: {', '.join(METHODS)}")
+    spec = methods.get(method)
     if head_fusion not in HEAD_FUSIONS:
         raise InputError(f"unknown head fusion {head_fusion!r}; choose one of: {', '.join(HEAD_FUSIONS)}")
     if capture_mode not in CAPTURES:
@@ -236,10 +234,12 @@ def _options(
     end = layers if end_layer is None else _layer("end_layer", end_layer, layers + 1)
     if end <= start:
         raise InputError(f"end_layer ({end}) must be greater than start_layer ({start}); the model has {layers} layers")
-    if capture_mode == "lowmem" and method != "rollout":
-        raise InputError("the low-memory capture computes plain rollout only; choose method='rollout' or capture='full'")
-    if handle.task == "seq2seq" and method not in ("rollout", "attention"):
-        raise InputError("for encoder-decoder models choose method 'rollout' or 'attention'")
+    if capture_mode == "lowmem" and not spec.can_stream:
+        streamable = " or ".join(repr(s.name) for s in methods.all_methods() if s.can_stream)
+        raise InputError(f"the low-memory capture computes {streamable} only; choose one of them or capture='full'")
+    if handle.task == "seq2seq" and not spec.seq2seq:
+        allowed = " or ".join(repr(s.name) for s in methods.all_methods() if s.seq2seq)
+        raise InputError(f"for encoder-decoder models choose method {allowed}")
     return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode)
 
 
@@ -472,7 +472,7 @@ def _explain_batch(
         return found["head"].score
 
     captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
-                           score=score if opts.method == "gradient" else None)
+                           score=score if methods.get(opts.method).needs_gradients else None)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
     description = _row_description(pooling, result.weights is not None, real)
@@ -542,7 +542,7 @@ def _flow(
 
 
 def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:
-    if opts.capture == "full" or handle.task == "seq2seq" or opts.method != "rollout":
+    if opts.capture == "full" or handle.task == "seq2seq" or not methods.get(opts.method).can_stream:
         return False
     try:
         from rollout_core import lowmem

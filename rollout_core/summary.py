@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rollout_core import methods
 from rollout_core.compare import word_scores
 from rollout_core.explanation import Explanation
 
@@ -16,7 +17,6 @@ FLAT_RATIO = 1.5
 """The map is called nearly flat when its largest share is below 1.5x the uniform share 1/n."""
 SPECIAL_MAJORITY = 0.5
 """Special tokens' raw share at or above which the summary says they took most of the mass."""
-CLASS_AGNOSTIC = ("rollout", "flow", "attention")
 
 
 def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, raw_attention: bool = False) -> str:
@@ -37,10 +37,12 @@ def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, ra
             f"Special tokens took {_percent(special_share)} of the raw mass before renormalisation; the shares "
             f"above are of the remaining {_percent(1 - special_share)}."
         )
-    if expl.method in CLASS_AGNOSTIC and _asked_about_a_class(expl):
+    spec = _spec(expl.method)
+    if spec is not None and not spec.class_specific and _asked_about_a_class(expl):
+        specific = " or ".join(s.phrase for s in methods.all_methods() if s.class_specific)
         parts.append(
-            f"You asked about class {expl.target}, but plain {_METHOD_NAMES[expl.method]} is class-agnostic: the "
-            "map is the same whichever class is asked about; use gradient-weighted rollout for a class-specific map."
+            f"You asked about class {expl.target}, but plain {spec.phrase} is class-agnostic: the "
+            f"map is the same whichever class is asked about; use {specific} instead."
         )
     if expl.truncation:
         t = expl.truncation
@@ -54,12 +56,9 @@ def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, ra
 summarise = summarize  # the spelling the pages call
 
 
-_METHOD_NAMES = {
-    "rollout": "attention rollout",
-    "flow": "attention flow",
-    "gradient": "gradient-weighted rollout (class-specific)",
-    "attention": "raw attention",
-}
+def _spec(name: str) -> methods.MethodSpec | None:
+    """The registered spec of `name`, or None for a method this version does not know (an old saved file)."""
+    return next((s for s in methods.all_methods() if s.name == name), None)
 
 
 def _row(expl: Explanation, layer: int | None, raw_attention: bool) -> np.ndarray:
@@ -86,12 +85,13 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     last = start + (expl.num_layers if layer is None else layer + 1)  # 1-based number of the last layer used
     heads = s.get("model_heads")
     fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
-    if raw_attention or expl.method == "attention":
+    spec = _spec(expl.method)
+    if raw_attention or (spec is not None and not spec.cumulative):
         return f"raw attention of layer {last}, {fusion}"
     count = last - start
     through = f"through {count} layer{'s' if count != 1 else ''}" + (f" (layers {start + 1}-{last})" if start else "")
-    name = _METHOD_NAMES.get(expl.method, expl.method)
-    if expl.method == "gradient":
+    name = expl.method if spec is None else spec.phrase
+    if spec is not None and spec.class_specific:
         return f"{name} for class {expl.target} {through}"
     return f"{name} {through}, {fusion}"
 

@@ -5,16 +5,12 @@ import streamlit as st
 
 from app_pages._lib.core import Method
 from app_pages._lib.state import param
+from rollout_core import methods
 from rollout_core.models import registry
+from rollout_core.options import HEAD_FUSIONS
 
 OTHER = "other"
-METHODS = {
-    "rollout": "Attention rollout",
-    "flow": "Attention flow",
-    "gradient": "Gradient-weighted rollout",
-    "attention": "Raw attention (last layer)",
-}
-FUSIONS = ("mean", "max", "min")
+FUSIONS = HEAD_FUSIONS
 
 
 def model_picker(modality: str, key: str = "model", label: str = "Model") -> tuple[str, bool]:
@@ -57,13 +53,14 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
 def method_settings(key: str = "", target_help: str | None = None) -> Method:
     """Method, head fusion, residual weight, discard ratio, start layer and target; `key` prefixes the URL names."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
-    for name, default, choices in (("method", "rollout", tuple(METHODS)), ("fusion", "mean", FUSIONS)):
+    for name, default, choices in (("method", "rollout", methods.names()), ("fusion", "mean", FUSIONS)):
         param(k(name), default, choices)
-    method = st.selectbox("Method", list(METHODS), key=k("method"), format_func=METHODS.__getitem__)
-    fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=method == "gradient",
+    method = st.selectbox("Method", methods.names(), key=k("method"), format_func=lambda m: methods.get(m).title)
+    spec = methods.get(method)
+    fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=not spec.uses_head_fusion,
                           help="How the heads of a layer are combined (gradient rollout weights heads itself).")
     param(k("residual"), 1.0, low=0.0, high=3.0)
-    residual = st.slider("Residual weight", 0.0, 3.0, step=0.1, key=k("residual"),
+    residual = st.slider("Residual weight", 0.0, 3.0, step=0.1, key=k("residual"), disabled=not spec.uses_residual,
                          help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products.")
     param(k("discard"), 0.0, low=0.0, high=0.95)
     discard = st.slider("Discard ratio", 0.0, 0.95, step=0.05, key=k("discard"),

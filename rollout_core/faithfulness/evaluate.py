@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rollout_core import methods as method_registry
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
@@ -30,7 +31,7 @@ from rollout_core.faithfulness.perturbation import CurveSet, perturbation_curves
 from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text, require_classifier
 from rollout_core.models.handle import ModelHandle
 
-METHODS = ("rollout", "flow", "gradient", "attention")
+METHODS = method_registry.names()
 REFERENCES = ("grad_x_input", "integrated_gradients")
 RANDOM = "random"
 RANDOM_SEEDS = 3

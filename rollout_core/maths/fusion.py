@@ -4,8 +4,7 @@ from __future__ import annotations
 import torch
 
 from rollout_core.errors import InputError
-
-HEAD_FUSIONS = ("mean", "max", "min")
+from rollout_core.options import HEAD_FUSIONS  # defined there, torch-free, so the CLI can offer it before torch
 
 
 def fuse_heads(attention: torch.Tensor, how: str = "mean") -> torch.Tensor:
