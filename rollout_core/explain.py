@@ -24,8 +24,6 @@ from rollout_core import capture, methods
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.inputs.text import EncodedText, encode_text, model_max_length, normalise_text, pad_batch, pad_token_id
-from rollout_core.maths.flow import attention_flow, pooled_attention_flow
-from rollout_core.maths.gradient import gradient_rollout
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import attention_rollout, augment_layer, layer_attention
 from rollout_core.models import families
@@ -463,6 +461,7 @@ def _explain_batch(
     if _use_lowmem(handle, opts, real.shape):
         return _lowmem_batch(handle, inputs, real, head, targets, opts, pooled, pooling, mask)
     found: dict[str, HeadResult] = {}
+    method = methods.get(opts.method)
 
     def score(outputs: Any) -> torch.Tensor:
         found["head"] = head(outputs, real, targets)
@@ -472,32 +471,18 @@ def _explain_batch(
         return found["head"].score
 
     captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
-                           score=score if methods.get(opts.method).needs_gradients else None)
+                           score=score if method.needs_gradients else None)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
     description = _row_description(pooling, result.weights is not None, real)
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
-    if opts.method == "rollout":
-        cumulative = attention_rollout(
-            atts, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
-            discard_ratio=opts.discard_ratio, start_layer=s, end_layer=e, attention_mask=mask, all_layers=True)
-    elif opts.method == "gradient":
-        cumulative = gradient_rollout(atts, captured.gradients, start_layer=s, end_layer=e, attention_mask=mask,
-                                      all_layers=True)
-    elif opts.method == "attention":
-        cumulative = layer_att
-    else:
-        cumulative = None
+    out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
+                                                      full_matrix=layout is None))
+    layer_rows, matrix = out.layer_rows, out.matrix
+    scores = layer_rows[-1]
     w = weights.to(layer_att.dtype)
-    if cumulative is None:  # flow
-        layer_rows, matrix = _flow(atts, weights, mask, opts, full=layout is None)
-        scores = layer_rows[-1]
-    else:
-        matrix = cumulative[-1]
-        layer_rows = torch.einsum("bi,lbij->lbj", w, cumulative.to(w.dtype))
-        scores = layer_rows[-1]
     heads = torch.stack(atts[s:e]) if opts.keep_heads else None
     return BatchResult(
         n=real.shape[1], scores=scores, layer_scores=layer_rows,
@@ -507,38 +492,6 @@ def _explain_batch(
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
         capture="full",
     )
-
-
-def _flow(
-    atts: Sequence[torch.Tensor], weights: torch.Tensor, mask: torch.Tensor | None, opts: Options, full: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """Attention flow: the explained rows after each layer (L', B, n) (one max-flow problem per layer
-    prefix) and, when `full` (text), the whole final flow matrix.
-
-    A readout of one position per sample ([CLS], the predicted position) uses that output's flow row. A
-    pooled readout (mean pooling, DINOv2's [CLS] + patch mean) is the flow into a super-sink fed by the
-    pooled positions (maths.flow.pooled_attention_flow): one problem per input token, not one per
-    (output, input) pair, which on a 257-token image was the difference between seconds and hours.
-    Images (`full` False) use the approximate flow (edges below the prune threshold dropped): exact flow
-    on a 257-token, 12-layer DINOv2 takes ~23 s for the final CLS row alone and ~114 s with the slider's
-    prefixes, the approximate one ~3 s / ~10 s (measured on 1 CPU thread)."""
-    options = dict(head_fusion=opts.head_fusion, residual_weight=opts.residual_weight, attention_mask=mask,
-                   start_layer=opts.start_layer, approximate=not full)
-    single = bool(((weights > 0).sum(-1) == 1).all())
-    outputs = torch.nonzero(weights.sum(0)).flatten().tolist()
-    rows, matrix = [], None
-    for top in range(opts.start_layer + 1, opts.end_layer + 1):
-        if not single:
-            rows.append(pooled_attention_flow(atts, weights, end_layer=top, **options).double())
-            continue
-        tokens = None if (full and top == opts.end_layer) else outputs
-        flow = attention_flow(atts, output_tokens=tokens, end_layer=top, **options).double()
-        if tokens is None:
-            matrix, flow = flow, flow[:, outputs]
-        rows.append(torch.einsum("bk,bkn->bn", weights[:, outputs].double(), flow))
-    if full and matrix is None:
-        matrix = attention_flow(atts, end_layer=opts.end_layer, **options).double()
-    return torch.stack(rows), matrix
 
 
 def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:
@@ -626,7 +579,7 @@ def _explain_seq2seq(handle: ModelHandle, enc: EncodedText, opts: Options, targe
     s, e = opts.start_layer, opts.end_layer
     atts = captured.attentions
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion)[s:e]
-    cumulative = layer_att if opts.method == "attention" else attention_rollout(
+    cumulative = layer_att if not methods.get(opts.method).cumulative else attention_rollout(
         atts, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight, discard_ratio=opts.discard_ratio,
         start_layer=s, end_layer=e, all_layers=True)
     w = to_source[:, position].to(cumulative.dtype)

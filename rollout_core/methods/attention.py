@@ -1,5 +1,17 @@
 """Raw attention: one layer's head-fused attention on its own, no product through the layers."""
-from rollout_core.methods._spec import MethodSpec
+from rollout_core.methods._rows import rows_of
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+
+def compute(method_input: MethodInput) -> MethodOutput:
+    """Each layer's own head-fused attention."""
+    from rollout_core.maths.rollout import layer_attention
+
+    o = method_input.options
+    layers = layer_attention(method_input.captured.attentions, head_fusion=o.head_fusion,
+                             attention_mask=method_input.mask)[o.start_layer:o.end_layer]
+    return rows_of(layers, method_input)
+
 
 METHOD = MethodSpec(
     name="attention",
@@ -10,4 +22,5 @@ METHOD = MethodSpec(
     uses_residual=False,
     cumulative=False,
     seq2seq=True,
+    compute=compute,
 )

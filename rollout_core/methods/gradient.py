@@ -1,5 +1,17 @@
 """Gradient-weighted rollout (Chefer et al. 2021): heads weighted by the gradient of the explained score."""
-from rollout_core.methods._spec import MethodSpec
+from rollout_core.methods._rows import rows_of
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+
+def compute(method_input: MethodInput) -> MethodOutput:
+    """Gradient-weighted rollout after each layer of the range (the capture kept the gradients)."""
+    from rollout_core.maths.gradient import gradient_rollout
+
+    o, captured = method_input.options, method_input.captured
+    cumulative = gradient_rollout(captured.attentions, captured.gradients, start_layer=o.start_layer,
+                                  end_layer=o.end_layer, attention_mask=method_input.mask, all_layers=True)
+    return rows_of(cumulative, method_input)
+
 
 METHOD = MethodSpec(
     name="gradient",
@@ -11,4 +23,5 @@ METHOD = MethodSpec(
     needs_gradients=True,
     uses_head_fusion=False,
     uses_residual=False,
+    compute=compute,
 )

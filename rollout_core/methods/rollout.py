@@ -1,5 +1,19 @@
 """Attention rollout (Abnar & Zuidema 2020): the product of residual-augmented, head-fused attention."""
-from rollout_core.methods._spec import MethodSpec
+from rollout_core.methods._rows import rows_of
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+
+def compute(method_input: MethodInput) -> MethodOutput:
+    """Rollout after each layer of the range."""
+    from rollout_core.maths.rollout import attention_rollout
+
+    o = method_input.options
+    cumulative = attention_rollout(
+        method_input.captured.attentions, head_fusion=o.head_fusion, residual_weight=o.residual_weight,
+        discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
+        attention_mask=method_input.mask, all_layers=True)
+    return rows_of(cumulative, method_input)
+
 
 METHOD = MethodSpec(
     name="rollout",
@@ -9,4 +23,5 @@ METHOD = MethodSpec(
     order=0,
     can_stream=True,
     seq2seq=True,
+    compute=compute,
 )
