@@ -16,10 +16,20 @@ from rollout_core.summary import summarize
 KNOWN = {"rollout", "flow", "gradient", "attention"}  # the methods the project ships, written out by hand
 
 FAKE_METHOD = '''
-from rollout_core.methods._spec import MethodSpec
+from rollout_core.methods._spec import MethodOutput, MethodSpec
+
+
+def compute(method_input):
+    import torch
+
+    layers = method_input.options.end_layer - method_input.options.start_layer
+    batch, n = method_input.weights.shape
+    rows = torch.arange(n, dtype=torch.float64).repeat(layers, batch, 1)  # 0, 1, 2, ... along the tokens
+    return MethodOutput(layer_rows=rows, matrix=None)
+
 
 METHOD = MethodSpec(name="fake", title="Fake method", phrase="fake propagation", description="A test double.",
-                    order=99, class_specific=True)
+                    order=99, class_specific=True, compute=compute)
 '''
 
 
@@ -29,6 +39,7 @@ def fresh_registry():
     methods.all_methods.cache_clear()
     yield
     methods.all_methods.cache_clear()
+    sys.modules.pop("rollout_core.methods.fake", None)
 
 
 def _method_choices(parser: argparse.ArgumentParser, command: str, option: str) -> list[str]:
@@ -84,14 +95,17 @@ def test_cli_and_evaluate_offer_exactly_the_registry(capsys):
     assert stop.value.code == 2 and err.count("\n") == 1 and err.startswith("error: ") and "'gradient'" in err
 
 
-def test_a_dropped_in_module_becomes_a_method(tmp_path, monkeypatch, fresh_registry):
+def test_a_dropped_in_module_becomes_a_method(tmp_path, monkeypatch, fresh_registry, tiny_handle):
     (tmp_path / "fake.py").write_text(FAKE_METHOD)
     monkeypatch.setattr(methods, "__path__", [*methods.__path__, str(tmp_path)])
-    monkeypatch.delitem(sys.modules, "rollout_core.methods.fake", raising=False)
     assert methods.names()[-1] == "fake" and methods.get("fake").title == "Fake method"
     assert "fake" in _method_choices(cli.build_parser(), "text", "--method")
     assert "fake" in summarize(_expl("rollout", "POSITIVE"))  # offered as the class-specific alternative
-    sys.modules.pop("rollout_core.methods.fake", None)
+    from rollout_core.explain import explain_text
+
+    e = explain_text(tiny_handle("bert"), "the cat sat", method="fake")  # explain runs the module's compute
+    scores = np.asarray(e.scores)
+    assert e.method == "fake" and np.all(np.diff(scores[~np.asarray(e.special)]) > 0)
 
 
 def _expl(method: str, target: str) -> Explanation:
