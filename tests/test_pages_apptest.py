@@ -154,6 +154,17 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
     assert "internal detail" in "".join(c.value for c in at.expander[0].code)
 
 
+def test_raw_attention_method_is_titled_per_layer_not_cumulative(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="attention")
+    assert_clean(at)
+    (data,) = explorers(at)
+    assert data["label"] == "Layer"  # nothing accumulates, so the slider does not say "cumulative rollout"
+    for k in range(1, data["layers"] + 1):
+        assert view_at(data, k, False)["figures"][0]["layout"]["title"]["text"] == f"attention at layer {k}"
+    rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    assert "cumulative" in explorers(rollout)[0]["label"]
+
+
 def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model(
         count_calls: Callable[[str], list[int]], tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_text")
