@@ -68,6 +68,10 @@ if exp is not None:
         views.prediction(exp)
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
+        source_size, size = exp.settings.get("source_size"), exp.settings.get("image_size")
+        if source_size and size and list(source_size) != list(size):
+            how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"
+            st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
         layer_view(exp, scale)
 
