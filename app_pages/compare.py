@@ -9,6 +9,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
+from rollout_core.figures import slider_label
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
@@ -67,7 +68,7 @@ def layer_view(a: object, b: object) -> None:
     if a.num_layers != b.num_layers:
         st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
                    "(each side shows its own layer of that number).")
-    layer_explorer(comparison_payload(a, b), layers)
+    layer_explorer(comparison_payload(a, b), layers, label=slider_label(a.method, b.method))
     sync_url()
 
 

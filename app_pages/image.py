@@ -51,7 +51,7 @@ def layer_view(exp: object, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
     the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
     layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
-                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
+                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY}, label=figures.slider_label(exp.method))
     index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
     st.subheader("Downloads")
     views.downloads(exp, {
@@ -68,6 +68,10 @@ if exp is not None:
         views.prediction(exp)
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
+        source_size, size = exp.settings.get("source_size"), exp.settings.get("image_size")
+        if source_size and size and list(source_size) != list(size):
+            how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"
+            st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
         layer_view(exp, scale)
 

@@ -179,7 +179,8 @@ def explain_image(
         )
     special = np.ones(layout.num_tokens, dtype=bool)
     special[layout.patch_positions.numpy()] = False
-    extra = {"image_size": [height, width], "grid": list(layout.grid)}
+    extra = {"image_size": [height, width], "grid": list(layout.grid), "source_size": [picture.height, picture.width],
+             "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
     if opts.method == "flow":
         extra["flow_approximate"] = True
     settings = _settings(handle, opts, result, 0, extra)

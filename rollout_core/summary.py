@@ -164,4 +164,5 @@ def _image_body(expl: Explanation, scores: np.ndarray, lead: str) -> str:
                 f"share of {_percent(uniform)}; {mass}.")
     where = (f"the {best} quarter holds the most ({_percent(quarters[best])})" if quarters[best] >= 0.4
              else f"no quarter stands out (the largest, {best}, holds {_percent(quarters[best])})")
-    return (f"{lead} peaks at patch row {r + 1}, column {c + 1} ({_percent(flat[0])}); {mass}; {where}.")
+    # 0-based, as on the figures' axes, in their hover text and in the CLI
+    return f"{lead} peaks at patch (row {r}, col {c}) ({_percent(flat[0])}); {mass}; {where}."

@@ -328,6 +328,18 @@ def test_cli_writes_csv_and_markdown_and_reports_errors(tiny, tmp_path, capsys):
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
 
 
+def test_cli_without_dataset_uses_the_models_generated_set_and_prints_table_and_folder(tiny, tmp_path, capsys):
+    from rollout_core.faithfulness.cli_evaluate import main
+
+    out = tmp_path / "out"
+    assert main(["--model", tiny["bert"].source, "--methods", "rollout", "--limit", "2", "--out", str(out)]) == 0
+    frame = pd.read_csv(out / "text.csv")  # the generated text set, named "text"
+    assert set(frame["method"]) == {"rollout", "random"} and len(frame) == 4
+    stdout = capsys.readouterr().out
+    assert "| method |" in stdout and "| rollout |" in stdout and "| random |" in stdout
+    assert f"wrote text.csv and text.md to {out}" in stdout
+
+
 # ----------------------------------------------------------------------------------------------
 # The default models, once built (python -m rollout_core setup)
 

@@ -154,6 +154,17 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
     assert "internal detail" in "".join(c.value for c in at.expander[0].code)
 
 
+def test_raw_attention_method_is_titled_per_layer_not_cumulative(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="attention")
+    assert_clean(at)
+    (data,) = explorers(at)
+    assert data["label"] == "Layer"  # nothing accumulates, so the slider does not say "cumulative rollout"
+    for k in range(1, data["layers"] + 1):
+        assert view_at(data, k, False)["figures"][0]["layout"]["title"]["text"] == f"attention at layer {k}"
+    rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    assert "cumulative" in explorers(rollout)[0]["label"]
+
+
 def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model(
         count_calls: Callable[[str], list[int]], tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("explain_text")
@@ -287,6 +298,23 @@ def test_upload_rgba_image(tiny_model_dir: Callable[[str], Path]) -> None:
     at.file_uploader(key="upload").set_value(("red.png", png(rgba), "image/png")).run()
     assert_clean(at)
     assert not at.error and chart_count(at) == 2
+
+
+def test_upload_says_it_was_resized_to_the_models_input_size(tiny_model_dir: Callable[[str], Path]) -> None:
+    from transformers import AutoImageProcessor
+
+    folder = tiny_model_dir("vit")
+    pixels = AutoImageProcessor.from_pretrained(folder)(images=Image.new("RGB", (70, 50)), return_tensors="pt")
+    height, width = pixels["pixel_values"].shape[-2:]
+    assert (width, height) != (70, 50)
+    at = page("app_pages/image.py", model=str(folder))
+    at.file_uploader(key="upload").set_value(("wide.png", png(np.zeros((50, 70, 3), np.uint8)), "image/png")).run()
+    assert_clean(at)
+    assert f"Resized from 70x50 to {width}x{height} (the model's input size)." in texts(at.caption)
+    same = png(np.zeros((height, width, 3), np.uint8))
+    at.file_uploader(key="upload").set_value(("fits.png", same, "image/png")).run()
+    assert_clean(at)
+    assert not [c for c in texts(at.caption) if c.startswith("Resized")]
 
 
 def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],

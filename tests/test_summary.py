@@ -107,7 +107,15 @@ def test_image_mass_location_and_top_decile():
     top_left = values[:5, :5].sum() / total
     assert "top-left quarter" in text and f"({100 * top_left:.0f}%)" in text
     assert f"top 10% of the 10x10 patches (10) hold {100 * top10:.0f}% of the mass" in text
-    assert "peaks at patch row 1, column 1" in text and "no classifier" in text
+    assert "peaks at patch (row 0, col 0)" in text and "no classifier" in text
+
+
+def test_image_peak_is_named_0_based_as_on_the_axes():
+    values = np.full((4, 6), 0.01)
+    values[2, 5] = 1.0  # third row from the top, last (sixth) column: (row 2, col 5) counting from 0
+    text = summarize(_image(values))
+    assert "peaks at patch (row 2, col 5)" in text
+    assert "row 3" not in text and "col 6" not in text
 
 
 def test_image_flat_and_odd_grid_quarters():

@@ -19,10 +19,10 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
+from rollout_core.figures._common import slider_label
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
-SLIDER_LABEL = "Layer (cumulative rollout up to this layer)"
 RAW_LABEL = "Show this layer's own attention instead"
 SHARED_LABEL = "One colour scale for all layers"
 SHARED_HELP = ("Off (default): each layer is coloured from 0 to its own largest value (shown on its legend), so a "
@@ -86,8 +86,10 @@ def comparison_payload(a: Explanation, b: Explanation) -> dict[str, Any]:
 
 
 def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
-                   controls: dict[layer_views.TraceControl, float] | None = None) -> tuple[int, bool]:
+                   controls: dict[layer_views.TraceControl, float] | None = None,
+                   label: str = slider_label()) -> tuple[int, bool]:
     """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
+    `label` names the slider (`slider_label` of the methods shown: "cumulative" only when they accumulate).
 
     The position lives in session state under `key` and `{key}_raw` (URL settings), so it survives a new
     input, a reload and a shared link; so does each of `controls` (control -> default value), under its key."""
@@ -109,7 +111,7 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
             st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
     _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
-                                            "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url,
+                                            "label": label, "raw_label": RAW_LABEL, "plotly_url": plotly_url,
                                             "controls": specs},
                on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])

@@ -2,9 +2,11 @@
 
     python -m rollout_core evaluate --model default-text --dataset text --limit 100 --out evaluation/
 
-Writes <out>/<name>.csv (one row per example and method, random baseline included) and <out>/<name>.md
+Without --dataset, the model's generated test set is used ('text' for a text model, 'image' for an image
+model; no model either: 'text' on default-text). Writes <out>/<name>.csv (one row per example and method, random baseline included) and <out>/<name>.md
 (the method x measure summary, mean ± std, with the command that produced it); <name> is the data set
-("text", "image") or the CSV file / folder name. Progress goes to stderr. Errors the user can fix end
+("text", "image") or the CSV file / folder name, and prints the table and where it wrote them on stdout.
+Progress goes to stderr. Errors the user can fix end
 in one "error: ..." line and exit status 2. Runs standalone too: `python -m rollout_core.faithfulness.cli_evaluate`.
 """
 from __future__ import annotations
@@ -35,9 +37,10 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
 
     parser = _Parser(prog=prog, description="Measure how faithfully each explanation method tracks the model.")
     parser.add_argument("--model", default=None, help="registry name, folder or hub id (default: the data set's default model)")
-    parser.add_argument("--dataset", required=True,
+    parser.add_argument("--dataset", default=None,
                         help="'text' or 'image' (generated, with ground truth), a CSV with text,label columns, "
-                             "or a folder with one sub-folder of images per class")
+                             "or a folder with one sub-folder of images per class (default: the generated set "
+                             "of the model's kind, 'text' or 'image')")
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=[*METHODS, *REFERENCES],
                         help="methods to measure (the random baseline is always added)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many examples (generated sets: 100)")
@@ -64,6 +67,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.seeds < 1:
         raise _UsageError("--seeds must be at least 1")
+    if args.dataset is None:
+        args.dataset = _default_dataset(args.model)
     dataset = args.dataset if args.dataset in ("text", "image") else str(Path(args.dataset).expanduser())
     name = args.dataset if args.dataset in ("text", "image") else Path(dataset).stem or "dataset"
     out = Path(args.out).expanduser()
@@ -88,9 +93,23 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         (out / f"{name}.md").write_text(_report(result, args, argv, seconds), encoding="utf-8")
     except OSError as err:
         raise RolloutError(f"could not write the results to {out}: {err}") from err
-    print(f"wrote {out / f'{name}.csv'} and {out / f'{name}.md'} ({result.count} examples, {seconds:.0f} s)",
-          file=sys.stderr)
+    print(result.markdown())
+    print(f"wrote {name}.csv and {name}.md to {out} ({result.count} examples, {seconds:.0f} s)")
     return 0
+
+
+def _default_dataset(model: str | None) -> str:
+    """The generated set matching the model's modality ('text' without a model: default-text)."""
+    if model is None:
+        return "text"
+    from rollout_core.models import registry
+
+    entry = registry.lookup(model)
+    if entry is not None:
+        return entry.modality
+    from rollout_core.models.loading import load_model
+
+    return load_model(model).modality
 
 
 def _report(result, args: argparse.Namespace, argv: list[str], seconds: float) -> str:

@@ -6,7 +6,7 @@ No Streamlit here: the pages call these and show what they return. Conventions s
 (special positions left out, renormalised); every colour scale starts at 0 and ends at `zmax`
 (default: the view's largest value), so pages can pass one `zmax` to put several views on one scale.
 """
-from rollout_core.figures._common import COLORMAPS, DIFFERENCE_SCALE, SCORE_SCALE, row_scores, view_title
+from rollout_core.figures._common import COLORMAPS, DIFFERENCE_SCALE, SCORE_SCALE, row_scores, slider_label, view_title
 from rollout_core.figures.comparison import comparison_figure, difference_figure, shared_zmax
 from rollout_core.figures.curves import curves_figure
 from rollout_core.figures.export import figure_png, raster_png, scores_csv, scores_json
@@ -18,5 +18,5 @@ __all__ = [
     "COLORMAPS", "DIFFERENCE_SCALE", "SCORE_SCALE", "SPECIALS",
     "comparison_figure", "curves_figure", "difference_figure", "figure_png", "head_grid", "image_overlay",
     "legend_html", "matrix_heatmap", "patch_heatmap", "patch_map", "raster_png", "row_scores", "score_bar",
-    "scores_csv", "scores_json", "shared_zmax", "token_highlight_html", "view_title",
+    "scores_csv", "scores_json", "shared_zmax", "slider_label", "token_highlight_html", "view_title",
 ]

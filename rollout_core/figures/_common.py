@@ -33,11 +33,24 @@ def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool 
 
 
 def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> str:
-    """Plain words for what a view shows, e.g. "rollout up to layer 4" or "raw attention of layer 4"."""
+    """Plain words for what a view shows, e.g. "rollout up to layer 4", "attention at layer 4" (a method that
+    does not accumulate over layers) or "raw attention of layer 4"."""
     if layer is None:
         return f"{expl.method} (final)"
     number = model_layer(expl, layer)
-    return f"raw attention of layer {number}" if raw_attention else f"{expl.method} up to layer {number}"
+    if raw_attention:
+        return f"raw attention of layer {number}"
+    return f"{expl.method} up to layer {number}" if is_cumulative(expl.method) else f"{expl.method} at layer {number}"
+
+
+def is_cumulative(method: str) -> bool:
+    """Whether a method's layer-k view accumulates layers 1..k (raw attention shows layer k alone)."""
+    return method != "attention"
+
+
+def slider_label(*methods: str) -> str:
+    """The layer slider's label: it only says "cumulative" when every method shown accumulates layers."""
+    return "Layer (cumulative rollout up to this layer)" if all(map(is_cumulative, methods)) else "Layer"
 
 
 def model_layer(expl: Explanation, layer: int) -> int:
