@@ -14,6 +14,7 @@ import warnings
 from typing import Any, Sequence
 
 from rollout_core.errors import InputError, RolloutError
+from rollout_core.settings_env import check_settings
 
 BAR_WIDTH = 30
 METHODS = ("rollout", "flow", "gradient", "attention")  # = rollout_core.explain.METHODS (not imported: torch)
@@ -76,6 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            check_settings()
             _quiet_libraries()
             status = _COMMANDS[args.command](args)
         for w in caught:

@@ -18,7 +18,6 @@ into an upright RGB `PIL.Image.Image` of bounded size, or raises a `RolloutError
 from __future__ import annotations
 
 import io
-import os
 import re
 from pathlib import Path
 from typing import BinaryIO, Union
@@ -27,9 +26,10 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from rollout_core.errors import InputError, SecurityError
+from rollout_core.settings_env import env_number
 
-DEFAULT_MAX_PIXELS = int(os.environ.get("ROLLOUT_MAX_IMAGE_PIXELS", 40_000_000))
-"""Refuse images declaring more pixels than this (server setting: env `ROLLOUT_MAX_IMAGE_PIXELS`)."""
+DEFAULT_MAX_PIXELS = 40_000_000
+"""Refuse images declaring more pixels than this unless env `ROLLOUT_MAX_IMAGE_PIXELS` says otherwise."""
 ACCEPTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF")
 """The only decoders PIL may use on user data."""
 _WIDE_MODES = {"I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2, "I": 4, "F": 4}
@@ -43,14 +43,21 @@ ImageSource = Union[str, Path, bytes, bytearray, BinaryIO, Image.Image, np.ndarr
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError)
 
 
-def load_image(source: ImageSource, *, max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = 4096) -> Image.Image:
+def max_image_pixels() -> int:
+    """The pixel budget: env ROLLOUT_MAX_IMAGE_PIXELS (e.g. 40e6), default `DEFAULT_MAX_PIXELS`."""
+    return int(env_number("ROLLOUT_MAX_IMAGE_PIXELS", DEFAULT_MAX_PIXELS, integer=True, minimum=1))
+
+
+def load_image(source: ImageSource, *, max_pixels: int | None = None, max_side: int = 4096) -> Image.Image:
     """Decode `source` into an upright RGB image with longest side <= `max_side`.
 
-    Raises `SecurityError` when the image declares more than `max_pixels` pixels and `InputError` when
+    Raises `SecurityError` when the image declares more than `max_pixels` pixels (default: the
+    ROLLOUT_MAX_IMAGE_PIXELS setting) and `InputError` when
     it is not a readable image.
     """
     if max_side < 1:
         raise ValueError("max_side must be at least 1")
+    max_pixels = max_image_pixels() if max_pixels is None else max_pixels
     if isinstance(source, Image.Image):
         image = source
     elif isinstance(source, np.ndarray):
