@@ -3,7 +3,15 @@ from __future__ import annotations
 
 import streamlit as st
 
+from app_pages._lib.safe import safe_text
+from rollout_core.settings_env import SettingsError, check_settings
+
 st.set_page_config(page_title="Attention rollout", layout="wide")
+try:
+    check_settings()  # a bad ROLLOUT_* value: one message naming it, on every page, instead of a traceback later
+except SettingsError as err:
+    st.error(safe_text(err))
+    st.stop()
 
 
 def home() -> None:

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from rollout_core import methods
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.options import CAPTURES, HEAD_FUSIONS
+from rollout_core.settings_env import check_settings
 
 BAR_WIDTH = 30
 
@@ -77,6 +78,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
+            check_settings()
             _quiet_libraries()
             status = _COMMANDS[args.command](args)
         for w in caught:

@@ -29,7 +29,6 @@ import contextlib
 import contextvars
 import functools
 import inspect
-import os
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ import torch
 from rollout_core.errors import InputError, UnsupportedModelError
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import augment_layer, layer_range
+from rollout_core.settings_env import env_number
 
 STREAM_IMPLEMENTATION = "rollout_stream"
 """Name under which the streaming attention function is registered while a capture runs."""
@@ -68,12 +68,8 @@ def estimate_full_capture_bytes(
 
 def memory_budget_bytes() -> int:
     """Budget above which explain.py switches to streaming: env ROLLOUT_MEMORY_BUDGET_MB (MiB)."""
-    raw = os.environ.get("ROLLOUT_MEMORY_BUDGET_MB", "").strip()
-    try:
-        megabytes = float(raw) if raw else DEFAULT_MEMORY_BUDGET_MB
-    except ValueError:
-        megabytes = DEFAULT_MEMORY_BUDGET_MB
-    return int(megabytes * 2**20)
+    megabytes = env_number("ROLLOUT_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB, minimum=0.0, inclusive=False)
+    return max(1, int(megabytes * 2**20))
 
 
 def uses_attention_interface(model: torch.nn.Module) -> bool:

@@ -4,6 +4,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from rollout_core.settings_env import env_folder
+
 PACKAGE_DIR = Path(__file__).resolve().parent
 ASSETS_DIR = PACKAGE_DIR / "assets"
 """Small files committed with the code (trained heads, tiny models, example inputs)."""
@@ -15,8 +17,8 @@ def models_dir() -> Path:
     `ROLLOUT_MODELS_DIR` overrides it; the default is a per-user cache, so clean clones on one
     machine share the built models and a new machine builds them once.
     """
-    env = os.environ.get("ROLLOUT_MODELS_DIR")
-    if env:
-        return Path(env).expanduser()
+    env = env_folder("ROLLOUT_MODELS_DIR")
+    if env is not None:
+        return env
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "rollout-dashboard" / "models"

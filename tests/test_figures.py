@@ -390,3 +390,33 @@ def test_non_square_real_grid_keeps_rows_as_image_rows(tiny_handle):
     assert cells.y0 - cells.dy / 2 == pytest.approx(-0.5) and cells.y0 + (rows - 0.5) * cells.dy == pytest.approx(height - 0.5)
     drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(overlay.data[0].source.split(",", 1)[1]))))
     assert drawn[2, -3, 0] > 150 and drawn[2, -3, 2] < 100 and drawn[-3, 2].sum() < 200  # red stays top-right
+
+
+_BIDI = ["\u202a", "\u202b", "\u202c", "\u202d", "\u202e", "\u2066", "\u2067", "\u2068", "\u2069", "\u200e", "\u200f",
+         "\x07", "\u00ad", "\ufeff"]
+
+
+@pytest.mark.parametrize("with_offsets", [True, False])
+def test_bidi_and_control_characters_are_shown_as_codes_not_applied(with_offsets: bool):
+    # U+202E (right-to-left override) would draw "evil" and everything after it backwards.
+    text = "pay \u202eevil\u2066 <b>x</b> \u200fend"
+    tokens = ["[CLS]", "pay", "\u202eevil\u2066", "<b>x</b>", "\u200fend", "[SEP]"]
+    offsets = [(0, 0), (0, 3), (4, 10), (11, 19), (20, 24), (0, 0)]
+    assert [text[a:b] for a, b in offsets[1:-1]] == tokens[1:-1]  # hand-checked offsets
+    expl = _text_expl(tokens, offsets, [0.1, 0.2, 0.3, 0.2, 0.1, 0.1], text if with_offsets else None)
+    if not with_offsets:
+        expl.offsets = None
+    markup = F.token_highlight_html(expl, show_special=True)
+    assert not any(char in markup for char in _BIDI)
+    assert "<b>" not in markup and "&lt;b&gt;x&lt;/b&gt;" in markup
+    parsed = _parse(markup)
+    assert len(parsed.spans) == 4
+    shown = "".join(parsed.text)
+    for visible in ["pay", "\\u202eevil\\u2066", "\\u200fend"]:
+        assert visible in shown
+    assert parsed.spans[1]["title"].startswith("\\u202eevil\\u2066:")
+
+
+def test_visible_escape_keeps_newlines_tabs_and_joiners():
+    assert F.text.escape_visible("a\nb\tc\u200dd") == "a\nb\tc\u200dd"
+    assert F.text.escape_visible("\U000e0001") == '<span class="ctrl-char" style="font-family:monospace;opacity:0.7">\\U000e0001</span>'

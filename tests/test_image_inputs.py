@@ -243,3 +243,36 @@ def test_sources_file_object_pil_and_arrays_agree(tmp_path: Path):
     assert np.array_equal(np.asarray(load_image(pixels.astype(np.int64))), pixels)
     mask = np.asarray(load_image(np.array([[True, False]])))
     assert mask[0, 0].tolist() == [255, 255, 255] and mask[0, 1].tolist() == [0, 0, 0]
+
+
+@pytest.mark.parametrize("fmt", ["TIFF", "ICO", "PPM"])
+def test_formats_outside_the_accepted_list_are_refused(tmp_path: Path, fmt: str):
+    # Readable by PIL, but only PNG/JPEG/WebP/BMP/GIF are accepted, whatever the file's name says.
+    path = tmp_path / "looks_fine.png"
+    Image.new("RGB", (8, 8), RED).save(path, fmt)
+    with pytest.raises(InputError, match="accepted format.*PNG, JPEG, WebP, BMP or GIF"):
+        load_image(path)
+
+
+def test_postscript_named_png_never_reaches_ghostscript(tmp_path: Path):
+    path = tmp_path / "photo.png"
+    path.write_bytes(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\nshowpage\n")
+    with pytest.raises(InputError, match="accepted format"):
+        load_image(path)
+
+
+def test_20000_square_png_header_is_refused_before_decoding():
+    data = _bomb_png(20_000, 20_000)
+    with pytest.raises(SecurityError, match="400,000,000 pixels"):
+        load_image(data)
+
+
+def test_16bit_pixels_count_twice_against_the_budget():
+    # 100x100 = 10,000 pixels: an 8-bit image fits a 15,000 budget, a 16-bit one costs 20,000 and does not.
+    eight = _png_bytes(Image.new("L", (100, 100), 128))
+    sixteen = _png_bytes(Image.fromarray(np.full((100, 100), 30000, np.uint16)))
+    assert load_image(eight, max_pixels=15_000).size == (100, 100)
+    with pytest.raises(SecurityError, match="16 bits"):
+        load_image(sixteen, max_pixels=15_000)
+    out = np.asarray(load_image(sixteen, max_pixels=20_000))
+    assert out.shape == (100, 100, 3) and np.all(np.abs(out.astype(int) - round(30000 / 65535 * 255)) <= 1)

@@ -15,6 +15,7 @@ from safetensors.torch import save_file
 
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import loading
+from rollout_core.settings_env import SettingsError
 
 
 @pytest.fixture(autouse=True)
@@ -58,7 +59,7 @@ def test_the_limit_is_the_exact_parameter_count(tiny_model_dir: Callable[[str], 
 def test_a_bad_size_setting_is_a_clear_error(raw: str, tiny_model_dir: Callable[[str], Path],
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("ROLLOUT_MAX_MODEL_PARAMS", raw)
-    with pytest.raises(ModelLoadError, match="ROLLOUT_MAX_MODEL_PARAMS"):
+    with pytest.raises(SettingsError, match=f"ROLLOUT_MAX_MODEL_PARAMS={raw!r}"):
         loading.load_model(str(tiny_model_dir("bert")))
 
 

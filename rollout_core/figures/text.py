@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import html
+import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
@@ -22,6 +23,36 @@ from rollout_core.figures._common import (
 )
 
 _SPAN_STYLE = "padding:0.1em 0.15em;border-radius:0.25em;"
+_KEPT_CONTROLS = {"\n", "\t", "\u200c", "\u200d"}
+"""Control/format characters drawn as they are: line breaks, tabs and the joiners scripts need (ZWNJ, ZWJ)."""
+
+
+def _is_hidden(char: str) -> bool:
+    """A control (Cc) or format (Cf) character, e.g. the bidi overrides U+202A-202E, U+2066-2069, U+200E/F."""
+    return char not in _KEPT_CONTROLS and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def _code(char: str) -> str:
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def escape_visible(text: str) -> str:
+    """HTML-escape `text`, drawing each control/format character as its visible code (\\u202e) in a span.
+
+    A raw right-to-left override in a token would otherwise reorder the rest of the page on screen.
+    """
+    out = []
+    for char in text:
+        if _is_hidden(char):
+            out.append(f'<span class="ctrl-char" style="font-family:monospace;opacity:0.7">{_code(char)}</span>')
+        else:
+            out.append(html.escape(char, quote=True))
+    return "".join(out)
+
+
+def _attr(text: str) -> str:
+    """An escaped attribute value (hover title) with control/format characters written as codes."""
+    return html.escape("".join(_code(c) if _is_hidden(c) else c for c in text), quote=True)
 
 
 def token_highlight_html(
@@ -58,8 +89,8 @@ def token_highlight_html(
             if show_special:
                 title = f"{label} (special, not shown in the map): raw score {value:{HOVER_FORMAT}}"
                 chip = (
-                    f'<span class="tok-special" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
-                    f'background:{SPECIAL_GREY};font-size:0.8em;font-style:italic">{html.escape(label, quote=True)}</span>'
+                    f'<span class="tok-special" title="{_attr(title)}" style="{_SPAN_STYLE}'
+                    f'background:{SPECIAL_GREY};font-size:0.8em;font-style:italic">{escape_visible(label)}</span>'
                 )
                 parts.append(f" {chip}" if parts else f"{chip} ")
             continue
@@ -67,19 +98,19 @@ def token_highlight_html(
             if end <= start:
                 continue  # a piece sharing characters with the previous token: its share is in the bars
             if start > cursor:
-                parts.append(html.escape(text[cursor:start], quote=True))
+                parts.append(escape_visible(text[cursor:start]))
             label = text[start:end]
             cursor = max(cursor, end)
         elif parts:
             parts.append(" ")
         title = f"{label}: {value:{HOVER_FORMAT}} ({100 * value:.2f}% of the shown mass)"
         parts.append(
-            f'<span class="tok" data-score="{value!r}" title="{html.escape(title, quote=True)}" style="{_SPAN_STYLE}'
-            f'background:rgb{rgb};color:{ink_for(rgb)}">{html.escape(label, quote=True)}</span>'
+            f'<span class="tok" data-score="{value!r}" title="{_attr(title)}" style="{_SPAN_STYLE}'
+            f'background:rgb{rgb};color:{ink_for(rgb)}">{escape_visible(label)}</span>'
         )
     if text is not None and cursor < len(text):
-        parts.append(html.escape(text[cursor:], quote=True))
-    caption = html.escape(view_title(expl, layer, raw_attention), quote=True)
+        parts.append(escape_visible(text[cursor:]))
+    caption = escape_visible(view_title(expl, layer, raw_attention))
     return (
         f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
         + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")

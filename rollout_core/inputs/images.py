@@ -2,7 +2,10 @@
 
 `load_image` turns whatever the user gave (a path, uploaded bytes, a file object, a PIL image, an array)
 into an upright RGB `PIL.Image.Image` of bounded size, or raises a `RolloutError` that says what is wrong:
-- a declared pixel count above `max_pixels`, or a side more than `MAX_ASPECT_RATIO` times the other, is
+- only PNG, JPEG, WebP, BMP and GIF are opened (`ACCEPTED_FORMATS`): PIL is never asked to guess among its
+  other decoders (TIFF, EPS -> Ghostscript, ...), whatever the file's name;
+- a declared pixel count above `max_pixels` (16-bit pixels count twice, 32-bit four times: decoding cost is
+  pixels x bit depth), or a side more than `MAX_ASPECT_RATIO` times the other, is
   refused with `SecurityError` from the header alone, before any pixel is decoded (a decompression bomb
   costs nothing);
 - not an image, an empty or truncated file -> `InputError`;
@@ -15,7 +18,7 @@ into an upright RGB `PIL.Image.Image` of bounded size, or raises a `RolloutError
 from __future__ import annotations
 
 import io
-import os
+import re
 from pathlib import Path
 from typing import BinaryIO, Union
 
@@ -23,9 +26,14 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from rollout_core.errors import InputError, SecurityError
+from rollout_core.settings_env import env_number
 
-DEFAULT_MAX_PIXELS = int(os.environ.get("ROLLOUT_MAX_IMAGE_PIXELS", 40_000_000))
-"""Refuse images declaring more pixels than this (server setting: env `ROLLOUT_MAX_IMAGE_PIXELS`)."""
+DEFAULT_MAX_PIXELS = 40_000_000
+"""Refuse images declaring more pixels than this unless env `ROLLOUT_MAX_IMAGE_PIXELS` says otherwise."""
+ACCEPTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF")
+"""The only decoders PIL may use on user data."""
+_WIDE_MODES = {"I;16": 2, "I;16B": 2, "I;16L": 2, "I;16N": 2, "I": 4, "F": 4}
+"""Pixel weight of modes wider than 8 bits per sample: their decode and rescale cost that much more."""
 MAX_ASPECT_RATIO = 100
 """Refuse images whose long side is more than this many times the short side: processors that resize the
 short side (DINOv2, BEiT: shortest_edge 256) would turn a 4096x1 strip into 1,048,576x256 pixels (~4 GB)."""
@@ -35,21 +43,28 @@ ImageSource = Union[str, Path, bytes, bytearray, BinaryIO, Image.Image, np.ndarr
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeError)
 
 
-def load_image(source: ImageSource, *, max_pixels: int = DEFAULT_MAX_PIXELS, max_side: int = 4096) -> Image.Image:
+def max_image_pixels() -> int:
+    """The pixel budget: env ROLLOUT_MAX_IMAGE_PIXELS (e.g. 40e6), default `DEFAULT_MAX_PIXELS`."""
+    return int(env_number("ROLLOUT_MAX_IMAGE_PIXELS", DEFAULT_MAX_PIXELS, integer=True, minimum=1))
+
+
+def load_image(source: ImageSource, *, max_pixels: int | None = None, max_side: int = 4096) -> Image.Image:
     """Decode `source` into an upright RGB image with longest side <= `max_side`.
 
-    Raises `SecurityError` when the image declares more than `max_pixels` pixels and `InputError` when
+    Raises `SecurityError` when the image declares more than `max_pixels` pixels (default: the
+    ROLLOUT_MAX_IMAGE_PIXELS setting) and `InputError` when
     it is not a readable image.
     """
     if max_side < 1:
         raise ValueError("max_side must be at least 1")
+    max_pixels = max_image_pixels() if max_pixels is None else max_pixels
     if isinstance(source, Image.Image):
         image = source
     elif isinstance(source, np.ndarray):
         image = _from_array(source, max_pixels)
     else:
         image = _open(_read_bytes(source))
-    _check_size(image.size, max_pixels)
+    _check_size(image.size, max_pixels, _WIDE_MODES.get(image.mode, 1))
     try:
         if getattr(image, "format", None) == "JPEG" and max(image.size) > max_side:
             image.draft(image.mode, _fit(image.size, max_side))  # decode at 1/2, 1/4 or 1/8 scale
@@ -91,25 +106,29 @@ def _read_bytes(source: str | Path | bytes | bytearray | BinaryIO) -> bytes:
 def _open(data: bytes) -> Image.Image:
     """Open lazily: PIL reads only the header here, so the size check happens before decoding."""
     try:
-        return Image.open(io.BytesIO(data))
+        return Image.open(io.BytesIO(data), formats=ACCEPTED_FORMATS)
     except Image.DecompressionBombError as err:
-        raise SecurityError(f"image refused: it declares too many pixels, a possible decompression bomb ({err})") \
-            from err
+        declared = re.search(r"\((\d+) pixels\)", str(err))
+        amount = f"{int(declared.group(1)):,} pixels" if declared else "too many pixels"
+        raise SecurityError(f"image refused: its header declares {amount}, far above the limit "
+                            "(a possible decompression bomb); use a smaller image") from err
     except UnidentifiedImageError as err:
-        raise InputError("this is not an image PIL can read (expected PNG, JPEG, GIF, WebP, BMP, TIFF, ...)") \
-            from err
+        raise InputError("this is not an image in an accepted format: give a PNG, JPEG, WebP, BMP or GIF file "
+                         "(convert other formats such as TIFF first)") from err
     except _DECODE_ERRORS as err:
         raise InputError(f"the image header is corrupt ({err})") from err
 
 
-def _check_size(size: tuple[int, int], max_pixels: int) -> None:
+def _check_size(size: tuple[int, int], max_pixels: int, weight: int = 1) -> None:
+    """Refuse from the header: `weight` is how many 8-bit pixels one pixel costs (2 for 16-bit samples)."""
     width, height = size
     if width < 1 or height < 1:
         raise InputError(f"the image has no pixels ({width}x{height})")
-    if width * height > max_pixels:
+    if width * height * weight > max_pixels:
+        depth = f" at {8 * weight} bits per sample (counted {weight} times)" if weight > 1 else ""
         raise SecurityError(
-            f"image refused: {width}x{height} = {width * height:,} pixels is above the limit of {max_pixels:,} "
-            "(a possible decompression bomb); use a smaller image or raise the limit"
+            f"image refused: {width}x{height} = {width * height:,} pixels{depth} is above the limit of "
+            f"{max_pixels:,} pixels (a possible decompression bomb); use a smaller image or raise the limit"
         )
     if max(width, height) > MAX_ASPECT_RATIO * min(width, height):
         raise SecurityError(

@@ -34,6 +34,7 @@ from safetensors import SafetensorError
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import families, registry, size
 from rollout_core.models.handle import ModelHandle
+from rollout_core.settings_env import env_number
 
 TASKS = tuple(families.TASK_MODALITY)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
@@ -110,11 +111,7 @@ def clear_cache() -> None:
 
 def cache_size() -> int:
     """Capacity of the handle cache: env ROLLOUT_MODEL_CACHE_SIZE (default 3, at least 1)."""
-    raw = os.environ.get("ROLLOUT_MODEL_CACHE_SIZE", "").strip()
-    try:
-        return max(1, int(raw)) if raw else DEFAULT_CACHE_SIZE
-    except ValueError:
-        return DEFAULT_CACHE_SIZE
+    return int(env_number("ROLLOUT_MODEL_CACHE_SIZE", DEFAULT_CACHE_SIZE, integer=True, minimum=1))
 
 
 def allowed_roots() -> list[Path]:

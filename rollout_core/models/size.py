@@ -4,13 +4,13 @@ config declares more parameters than the server allows, and after loading when i
 Setting: env `ROLLOUT_MAX_MODEL_PARAMS` (default 2e9; a number such as 2e9 or 2000000000)."""
 from __future__ import annotations
 
-import os
 import re
 from typing import Any
 
 import torch
 
 from rollout_core.errors import ModelLoadError, SecurityError
+from rollout_core.settings_env import env_number
 
 DEFAULT_MAX_PARAMS = 2_000_000_000
 MAX_LAYERS = 512
@@ -22,17 +22,7 @@ mask token (only used for masked training), buffers."""
 
 def max_params() -> int:
     """The largest parameter count a model may declare: env ROLLOUT_MAX_MODEL_PARAMS (default 2e9)."""
-    raw = os.environ.get("ROLLOUT_MAX_MODEL_PARAMS", "").strip()
-    if not raw:
-        return DEFAULT_MAX_PARAMS
-    try:
-        value = float(raw)
-    except ValueError:
-        value = float("nan")
-    if not (value == value and 1 <= value < float("inf") and value == int(value)):
-        raise ModelLoadError(f"server setting ROLLOUT_MAX_MODEL_PARAMS={raw!r} is not a positive whole number "
-                             "(e.g. 2e9)")
-    return int(value)
+    return int(env_number("ROLLOUT_MAX_MODEL_PARAMS", DEFAULT_MAX_PARAMS, integer=True, minimum=1))
 
 
 def declared_params(cls: Any, config: Any) -> int:
