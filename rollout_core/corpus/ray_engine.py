@@ -39,7 +39,7 @@ def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, metho
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)
     out = Path(out_dir)
-    dataset = ray.data.from_pandas(corpus[["id", "text", "label"]])
+    dataset = ray.data.from_pandas(corpus[["id", "text", "label"]].reset_index(drop=True)).repartition(workers)
     dataset = dataset.map_batches(_Explainer, fn_constructor_args=(str(model_name), method, batch_size),
                                   batch_size=batch_size, batch_format="pandas",
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
@@ -52,4 +52,10 @@ def read_ray_results(out_dir: str | Path) -> pd.DataFrame:
     files = sorted(Path(out_dir).glob("*.parquet"))
     if not files:
         raise InputError(f"{out_dir} holds no Parquet files")
-    return pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollout_core.corpus.engine import SCHEMA
+
+    tables = [pq.read_table(f, columns=SCHEMA.names).cast(SCHEMA) for f in files]
+    return pa.concat_tables(tables).to_pandas()
