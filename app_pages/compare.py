@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import comparison_payload, layer_explorer
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
@@ -74,7 +75,7 @@ if a is not None and b is not None:
     cols = st.columns(2)
     for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
-            st.markdown(f"**{side}: {exp.model_name}, {exp.method}**")
+            st.markdown(f"**{side}: {safe_text(exp.model_name)}, {exp.method}**")
             views.prediction(exp, f"Prediction ({side})")
     with core.guarded("comparing the two explanations"):
         result = compare.compare(a, b)
@@ -82,7 +83,7 @@ if a is not None and b is not None:
             st.info("The two tokenizers split the text differently: scores were aligned onto words by "
                     "character offsets, and the comparison is per word.")
         if result.note:
-            st.caption(result.note)
+            st.caption(safe_text(result.note))
         st.subheader("Layer by layer: both sides on one scale, their agreement and difference")
         layer_view(a, b)
 sync_url()

@@ -53,7 +53,7 @@ with one:
             st.plotly_chart(fig, key="curves")
 
 with many:
-    param("limit", 10)
+    param("limit", 10, low=2, high=100)
     limit = st.slider("Examples", 2, 100, key="limit")
     if st.button(f"Evaluate {limit} generated {modality} examples", disabled=not methods):
         bar = st.progress(0.0, "starting")

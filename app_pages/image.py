@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
-from app_pages._lib.layer_explorer import image_payload, layer_explorer
+from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -34,7 +35,10 @@ elif examples:
     image_bytes = examples[source].read_bytes()
 
 param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
-scale = st.columns(3)[0].selectbox("Colour map", figures.COLORMAPS, key="cmap")
+scale_col, shared_col = st.columns(3)[:2]
+scale = scale_col.selectbox("Colour map", figures.COLORMAPS, key="cmap")
+with shared_col:
+    shared = shared_scale_toggle()
 
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
@@ -45,8 +49,16 @@ if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.l
 @st.fragment
 def layer_view(exp: object, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
-    the browser; the values they report back rerun only this part."""
-    layer_explorer(image_payload(exp, scale), exp.num_layers, controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
+    the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
+    layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
+                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
+    index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
+    st.subheader("Downloads")
+    views.downloads(exp, {
+        "Overlay": lambda: figures.image_overlay(exp, layer=index, raw_attention=raw, opacity=opacity,
+                                                 colormap=scale),
+        "Patch grid": lambda: figures.patch_heatmap(exp, layer=index, raw_attention=raw, colormap=scale),
+    }, key="image", stem=views.download_stem(exp, source))
     sync_url()
 
 
@@ -54,14 +66,9 @@ if exp is not None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp)
-        st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers, "
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
     with right:
         layer_view(exp, scale)
-    st.subheader("Downloads")
-    views.downloads(exp, {
-        "Overlay": lambda: figures.image_overlay(exp, opacity=st.session_state["opacity"], colormap=scale),
-        "Patch grid": lambda: figures.patch_heatmap(exp, colormap=scale),
-    }, key="image")
 
 sync_url()

@@ -4,7 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
-from app_pages._lib.layer_explorer import layer_explorer, text_payload
+from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
@@ -44,7 +45,11 @@ if handle is not None:
 def layer_view(exp: object, specials: str) -> None:
     """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
     per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
-    layer, raw = layer_explorer(text_payload(exp), exp.num_layers)
+    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers)
+    index = views.layer_index(layer)
+    st.caption("Download the bars of the layer on screen:")
+    views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
+                    key="text", stem=views.download_stem(exp, exp.text))
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
@@ -70,13 +75,13 @@ if exp is not None:
         cut = exp.truncation
         st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
                    f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
-                   f"The explained text ends with: “…{exp.text[-40:]}”")
+                   f"The explained text ends with: “…{safe_text(exp.text[-40:])}”")
     param("hide_special", True)
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
-        st.caption(f"Explained: {exp.target_description}. Method: {exp.method}, {exp.num_layers} layers.")
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
     with right:
         layer_view(exp, specials)
 
@@ -88,11 +93,7 @@ if exp is not None:
         st.plotly_chart(matrix_fig, key="matrix")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
-
-    st.subheader("Downloads")
-    charts = {"Bar chart": lambda: figures.score_bar(exp)}
-    if matrix_fig is not None:
-        charts["Matrix"] = lambda: matrix_fig
-    views.downloads(exp, charts, key="text")
+        st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig),
+                           f"{views.download_stem(exp, exp.text)}_matrix.png", "image/png", key="text_matrix_png")
 
 sync_url()

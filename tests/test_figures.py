@@ -14,6 +14,7 @@ import pytest
 from PIL import Image
 
 from rollout_core import figures as F
+from rollout_core.figures import export
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation, Prediction
 
@@ -296,6 +297,17 @@ def test_png_export_through_kaleido_gives_a_decodable_png_of_the_asked_size():
         assert image.size == (300, 240)  # kaleido's page size, not the fallback raster's
 
 
+def test_png_export_page_loads_no_script_from_the_network():
+    """An offline server must not wait on a CDN: kaleido's page, built from our options, has only local scripts."""
+    import kaleido
+
+    opts = export.kaleido_options()
+    page = kaleido.PageGenerator(mathjax=opts["mathjax"]).generate_index()
+    scripts = re.findall(r'<script[^>]*src="([^"]+)"', page)
+    assert scripts and all(src.startswith("file://") for src in scripts), scripts
+    assert 0 < opts["timeout"] < 90  # bounded below a browser's patience for a download
+
+
 def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
     data = F.raster_png(F.matrix_heatmap(_text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
@@ -303,6 +315,19 @@ def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
         assert image.size[0] > 0 and image.size[1] > 0
     with pytest.raises(RolloutError, match="kaleido"):
         F.raster_png(F.curves_figure({"m": ([0, 1], [1, 0])}))
+
+
+@pytest.mark.parametrize("lead", ["=", "+", "-", "@", "\t", "\r"])
+def test_csv_guards_every_formula_start(lead):
+    """OWASP's CSV-injection starts, tab and carriage return included, get the apostrophe; plain text does not."""
+    import csv
+
+    token = lead + "HYPERLINK(1)"
+    expl = _text_expl(["[CLS]", token, "q", "[SEP]"], [(0, 0), (0, 13), (14, 15), (0, 0)], [0.4, 0.3, 0.1, 0.2],
+                      token + " q")
+    rows = list(csv.reader(io.StringIO(F.scores_csv(expl).decode("utf-8"), newline="")))
+    tokens = [row[rows[0].index("token")] for row in rows[1:]]
+    assert tokens == ["[CLS]", "'" + token, "q", "[SEP]"]
 
 
 def test_csv_and_json_downloads_carry_the_scores():

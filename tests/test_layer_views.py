@@ -44,8 +44,9 @@ def image_expl(tiny_handle: Callable[[str], object]) -> Any:
     return explain.explain_image(tiny_handle("vit"), rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
 
 
-def test_text_views_cover_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any) -> None:
-    views = layer_views.text_views(text_expl)
+@pytest.mark.parametrize("shared", [False, True])
+def test_text_views_cover_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any, shared: bool) -> None:
+    views = layer_views.text_views(text_expl, shared_scale=shared)
     layers = text_expl.num_layers
     assert set(views) == {view_key(k, raw) for k in range(1, layers + 1) for raw in (False, True)}
     keep = ~np.asarray(text_expl.special, dtype=bool)
@@ -56,7 +57,8 @@ def test_text_views_cover_every_layer_in_both_modes_with_that_layers_numbers(tex
             view = views[view_key(i + 1, raw)]
             bars = json.loads(view.figures[0].to_json())["data"][0]
             np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=1e-9)
-            assert bars["marker"]["cmax"] == pytest.approx(top)  # one scale while the slider moves
+            # shared: one scale while the slider moves; else each layer up to its own largest share
+            assert bars["marker"]["cmax"] == pytest.approx(top if shared else float(expected[i].max()))
             assert f'data-view="{view_key(i + 1, raw)}"' in view.html
             scores = [float(s) for s in re.findall(r'data-score="([^"]+)"', view.html)]
             assert max(scores) == pytest.approx(float(expected[i].max()))
@@ -75,6 +77,18 @@ def test_image_views_draw_each_layers_patch_map(image_expl: Any) -> None:
             heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
             np.testing.assert_allclose(values(heat["z"]), expected, rtol=1e-9)
             assert heat["opacity"] == pytest.approx(0.3)
+
+
+def test_image_views_scale_each_layer_to_its_own_maximum_unless_shared(image_expl: Any) -> None:
+    patches = np.asarray(image_expl.patch_positions)
+    rows = [np.asarray(r, np.float64)[patches] for r in image_expl.layer_attention_scores]
+    shares = [r / r.sum() for r in rows]
+    last = image_expl.num_layers
+    for shared, top in ((False, float(shares[-1].max())), (True, max(float(s.max()) for s in shares))):
+        views = layer_views.image_views(image_expl, shared_scale=shared)
+        overlay, grid = (json.loads(f.to_json()) for f in views[view_key(last, True)].figures)
+        heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
+        assert heat["zmax"] == pytest.approx(top) and grid["data"][0]["zmax"] == pytest.approx(top)
 
 
 def test_payload_restores_every_view_and_sends_a_repeated_image_once(image_expl: Any) -> None:

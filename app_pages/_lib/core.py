@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 import streamlit as st
 
+from app_pages._lib.safe import safe_text
 from rollout_core.errors import RolloutError
 
 
@@ -76,9 +77,9 @@ def guarded(what: str) -> Iterator[None]:
     try:
         yield
     except RolloutError as err:
-        st.error(str(err))
+        st.error(safe_text(err))
     except Exception as err:  # a bug: keep the page usable, do not throw a traceback at the user
-        st.error(f"Unexpected error while {what}: {type(err).__name__}. The rest of the page still works.")
+        st.error(safe_text(f"Unexpected error while {what}: {type(err).__name__}. The rest of the page still works."))
         with st.expander("Details for a bug report"):
             st.code("".join(traceback.format_exception(err)), language="text")
 
@@ -87,7 +88,7 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     """Call `fn` inside a status box saying `what`; return its result, or None after showing the error."""
     result = None
     with guarded(what):
-        with st.spinner(f"{what[0].upper()}{what[1:]}…"):
+        with st.spinner(safe_text(f"{what[0].upper()}{what[1:]}…")):
             result = fn(*args, **kwargs)
     return result
 

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
@@ -23,6 +24,15 @@ ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
 SLIDER_LABEL = "Layer (cumulative rollout up to this layer)"
 RAW_LABEL = "Show this layer's own attention instead"
+SHARED_LABEL = "One colour scale for all layers"
+SHARED_HELP = ("Off (default): each layer is coloured from 0 to its own largest value (shown on its legend), so a "
+               "faint late layer stays visible. On: every layer of a mode on one scale, to compare their strength.")
+
+
+def shared_scale_toggle() -> bool:
+    """The URL-backed "one colour scale for all layers" checkbox; its value."""
+    param("shared_scale", False)
+    return bool(st.checkbox(SHARED_LABEL, key="shared_scale", help=SHARED_HELP))
 
 _COMPONENT = st.components.v2.component(
     "rollout_layer_explorer",
@@ -60,14 +70,14 @@ _CACHE = dict(max_entries=32, show_spinner=False, hash_funcs={Explanation: _fing
 
 
 @st.cache_resource(**_CACHE)
-def text_payload(expl: Explanation) -> dict[str, Any]:
-    return layer_views.views_payload(layer_views.text_views(expl))
+def text_payload(expl: Explanation, shared_scale: bool = False) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
 
 
 @st.cache_resource(**_CACHE)
-def image_payload(expl: Explanation, colormap: str) -> dict[str, Any]:
+def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> dict[str, Any]:
     """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
-    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap))
+    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
 
 
 @st.cache_resource(**_CACHE)
@@ -84,7 +94,7 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
     controls = controls or {}
-    specs = [control.spec(param(control.key, default)) for control, default in controls.items()]
+    specs = [control.spec(param(control.key, default, low=control.low, high=control.high)) for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
     plotly_url = ""
@@ -96,7 +106,7 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
         try:
             plotly_url = served_plotly_js()
         except OSError as err:
-            st.warning(f"plotly.js could not be copied into {STATIC_PLOTLY.parent} ({err}), so the figures under "
+            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
     _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
                                             "label": SLIDER_LABEL, "raw_label": RAW_LABEL, "plotly_url": plotly_url,

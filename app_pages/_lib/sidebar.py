@@ -46,7 +46,7 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
         if entry.embedded and not registry.is_available(entry):
             st.caption(f"Build it first: {registry.SETUP_HINT}.")
     st.session_state[key] = name
-    param(f"{key}_pickle", False)
+    param(f"{key}_pickle", False, from_url=False)  # lowers safety: never from a link
     allow_pickle = st.checkbox("Allow pickle weights (.bin/.pt)", key=f"{key}_pickle")
     if allow_pickle:
         st.warning("Pickle files can run arbitrary code when loaded. Only allow this for models you trust; "
@@ -62,13 +62,13 @@ def method_settings(key: str = "", target_help: str | None = None) -> Method:
     method = st.selectbox("Method", list(METHODS), key=k("method"), format_func=METHODS.__getitem__)
     fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=method == "gradient",
                           help="How the heads of a layer are combined (gradient rollout weights heads itself).")
-    param(k("residual"), 1.0)
+    param(k("residual"), 1.0, low=0.0, high=3.0)
     residual = st.slider("Residual weight", 0.0, 3.0, step=0.1, key=k("residual"),
                          help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products.")
-    param(k("discard"), 0.0)
+    param(k("discard"), 0.0, low=0.0, high=0.95)
     discard = st.slider("Discard ratio", 0.0, 0.95, step=0.05, key=k("discard"),
                         help="Zero this fraction of the lowest fused attention before the residual (vit-explain).")
-    param(k("start"), 0)
+    param(k("start"), 0, low=0, high=100)
     start = st.number_input("Start layer", min_value=0, max_value=100, step=1, key=k("start"),
                             help="Roll out from this layer (0 = the first).")
     param(k("target"), "")

@@ -67,12 +67,16 @@ def raster_png(fig: go.Figure) -> bytes:
     return buffer.getvalue()
 
 
+FORMULA_STARTS = "=+-@\t\r"
+"""First characters that make a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
+
+
 def scores_csv(expl: Explanation) -> bytes:
     """UTF-8 CSV, one row per position: token, special, character span or patch row/col, raw score, display
     score (blank for special positions), then the raw row after each layer and each layer's own attention.
 
-    Cells starting with = + - @ (and longer than one character) get a leading apostrophe, so that a
-    spreadsheet does not run user text as a formula.
+    Cells starting with = + - @, tab or carriage return (and longer than one character) get a leading
+    apostrophe, so that a spreadsheet does not run user text as a formula.
     """
     import pandas as pd
 
@@ -97,7 +101,7 @@ def scores_csv(expl: Explanation) -> bytes:
         frame[f"{expl.method}_after_layer_{start + k + 1}"] = np.asarray(expl.layer_scores[k], dtype=np.float64)
     for k in range(expl.num_layers):
         frame[f"attention_layer_{start + k + 1}"] = np.asarray(expl.layer_attention_scores[k], dtype=np.float64)
-    return frame.to_csv(index=False, float_format="%.9g").encode("utf-8")
+    return frame.to_csv(index=False, float_format="%.9g", lineterminator="\r\n").encode("utf-8")
 
 
 def scores_json(expl: Explanation) -> bytes:
@@ -111,13 +115,26 @@ def scores_json(expl: Explanation) -> bytes:
     return json.dumps(out, ensure_ascii=False, default=_json_default).encode("utf-8")
 
 
+KALEIDO_TIMEOUT_S = 30.0
+"""Longest wait for one PNG render; past it the export fails (and falls back) instead of hanging a download."""
+
+
+def kaleido_options() -> dict:
+    """Options for kaleido's browser: the local Chromium, plotly.js from the installed plotly package and no
+    MathJax, so the export never fetches a script from a CDN (on an offline server such a fetch can hang
+    until kaleido's own 90 s timeout, longer than a browser waits for a download)."""
+    browser = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
+    opts: dict = {"mathjax": False, "timeout": KALEIDO_TIMEOUT_S}
+    if browser:
+        opts["path"] = browser
+    return opts
+
+
 def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes:
     import kaleido
 
-    browser = os.environ.get("BROWSER_PATH") or shutil.which("chromium") or shutil.which("chromium-browser")
-    kopts = {"path": browser} if browser else {}
     return kaleido.calc_fig_sync(
-        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kopts,
+        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kaleido_options(),
     )
 
 
@@ -164,7 +181,7 @@ def _y_reversed(fig: go.Figure) -> bool:
 
 
 def _cell(text: str) -> str:
-    return "'" + text if len(text) > 1 and text[0] in "=+-@" else text
+    return "'" + text if len(text) > 1 and text[0] in FORMULA_STARTS else text
 
 
 def _json_default(value):

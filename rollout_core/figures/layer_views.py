@@ -79,9 +79,15 @@ def scale_tops(*expls: Explanation, num_layers: int | None = None) -> dict[bool,
     return {raw: max(shared_zmax(*expls, layer=i, raw_attention=raw) for i in range(layers)) for raw in (False, True)}
 
 
-def text_views(expl: Explanation) -> dict[str, LayerView]:
-    """Highlight, bar chart and summary of a text explanation at every slider position."""
-    tops = scale_tops(expl)
+def _tops(expls: tuple[Explanation, ...], shared_scale: bool) -> dict[bool, float | None]:
+    """Colour-scale tops per mode: one over every layer (`shared_scale`), or None = each layer its own maximum."""
+    return scale_tops(*expls) if shared_scale else {False: None, True: None}
+
+
+def text_views(expl: Explanation, *, shared_scale: bool = False) -> dict[str, LayerView]:
+    """Highlight, bar chart and summary of a text explanation at every slider position; each layer on its own
+    colour scale (0 to its largest share) unless `shared_scale` puts every layer of a mode on one."""
+    tops = _tops((expl,), shared_scale)
 
     def draw(index: int, raw: bool, key: str) -> LayerView:
         view = dict(layer=index, raw_attention=raw, zmax=tops[raw])
@@ -91,9 +97,11 @@ def text_views(expl: Explanation) -> dict[str, LayerView]:
     return layer_views(expl.num_layers, draw)
 
 
-def image_views(expl: Explanation, *, opacity: float = 0.5, colormap: str = DEFAULT_COLORMAP) -> dict[str, LayerView]:
-    """Overlay, patch grid and summary of an image explanation at every slider position."""
-    tops = scale_tops(expl)
+def image_views(expl: Explanation, *, opacity: float = 0.5, colormap: str = DEFAULT_COLORMAP,
+                shared_scale: bool = False) -> dict[str, LayerView]:
+    """Overlay, patch grid and summary of an image explanation at every slider position; each layer on its own
+    colour scale unless `shared_scale` (as in text_views)."""
+    tops = _tops((expl,), shared_scale)
 
     def draw(index: int, raw: bool, key: str) -> LayerView:
         view = dict(layer=index, raw_attention=raw, zmax=tops[raw], colormap=colormap)

@@ -20,12 +20,12 @@ row normalisation) is within E/(2·SCALE) of the exact one, E = number of edges 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 import numpy as np
 import torch
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import maximum_flow
+if TYPE_CHECKING:  # scipy is imported where a flow is solved: the CLI's rollout path never pays for it
+    from scipy.sparse import csr_matrix
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
@@ -58,6 +58,8 @@ def _flow_graph(layers: Sequence[np.ndarray], outputs: Sequence[int], prune_thre
         cols.append((depth + 1) * n + out_idx[positive])  # to (depth + 1, i)
         data.append(capacity[positive])
     num_nodes = n * (len(layers) + 1)
+    from scipy.sparse import csr_matrix
+
     return csr_matrix(
         (np.concatenate(data).astype(np.int32), (np.concatenate(rows), np.concatenate(cols))),
         shape=(num_nodes, num_nodes),
@@ -69,6 +71,8 @@ def _flow_rows(
     progress: ProgressCallback | None, done: int, total: int,
 ) -> tuple[np.ndarray, int]:
     """Normalised flow rows (k, n) of one sample, one graph for all k·n max-flow problems."""
+    from scipy.sparse.csgraph import maximum_flow
+
     n = layers[0].shape[0]
     graph = _flow_graph(layers, outputs, prune_threshold)
     top = n * len(layers)
@@ -165,6 +169,10 @@ def _pooled_graph(layers: Sequence[np.ndarray], weights: np.ndarray, prune_thres
     rows = np.concatenate([graph.row, len(layers) * n + outputs])
     cols = np.concatenate([graph.col, np.full(len(outputs), sink)])
     data = np.concatenate([graph.data.astype(np.int64), capacity]).astype(np.int32)
+    from scipy.sparse import csr_matrix
+
+    from scipy.sparse import csr_matrix
+
     return csr_matrix((data, (rows, cols)), shape=(sink + 1, sink + 1))
 
 
@@ -196,6 +204,8 @@ def pooled_attention_flow(
     w = torch.as_tensor(weights, dtype=torch.float64).cpu().reshape(batch, -1).numpy()
     if w.shape[1] != n or (w < 0).any() or not np.isfinite(w).all():
         raise InputError(f"pooling weights must be (batch, {n}), finite and >= 0")
+    from scipy.sparse.csgraph import maximum_flow
+
     result = np.zeros((batch, n), dtype=np.float64)
     total, done = int(real.sum()), 0
     for b in range(batch):

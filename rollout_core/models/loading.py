@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import re
 import threading
 import warnings
@@ -27,14 +28,22 @@ from typing import Any
 
 import torch
 
+from huggingface_hub.errors import StrictDataclassFieldValidationError
+from safetensors import SafetensorError
+
 from rollout_core.errors import ModelLoadError, SecurityError
-from rollout_core.models import families, registry
+from rollout_core.models import families, registry, size
 from rollout_core.models.handle import ModelHandle
 
 TASKS = tuple(families.TASK_MODALITY)
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
 NO_NETWORK = "no network: choose an embedded model or a local folder"
 DEFAULT_CACHE_SIZE = 3
+MAX_NAME_LENGTH = 255
+_BROKEN_FILES = (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError, pickle.UnpicklingError,
+                 SafetensorError, StrictDataclassFieldValidationError)
+"""What a broken, truncated, lying or too deeply nested model file raises while transformers reads it
+(RecursionError is a RuntimeError; a config value of the wrong type fails the config's field validation)."""
 
 _AUTO_CLASS = {
     "text-classification": "AutoModelForSequenceClassification",
@@ -77,6 +86,9 @@ def load_model(
     if not isinstance(name, str) or not name.strip():
         raise ModelLoadError("no model given: name a registry model, a local folder or a hub id")
     name = name.strip()
+    if len(name) > MAX_NAME_LENGTH:
+        raise ModelLoadError(f"the model name is {len(name)} characters long; a hub id or folder has at most "
+                             f"{MAX_NAME_LENGTH}")
     if task is not None and task not in TASKS:
         raise ModelLoadError(f"unknown task {task!r}; choose one of: {', '.join(TASKS)}")
     target = _device(device)
@@ -174,7 +186,10 @@ def _resolve(name: str, *, allow_pickle: bool) -> _Resolved:
             hint = registry.SETUP_HINT if entry.built_by_setup else "reinstall the project (`bash scripts/install.sh`)"
             raise ModelLoadError(f"the embedded model {name!r} is not built yet ({folder}): {hint}")
         return _Resolved(folder, entry)
-    path = Path(name).expanduser()
+    try:
+        path = Path(name).expanduser()
+    except RuntimeError:  # ~nosuchuser/x: no such home folder
+        raise ModelLoadError(f"no such model folder: {name}") from None
     if path.exists():
         if not path.is_dir():
             raise ModelLoadError(f"{name} is a file; give the folder that holds config.json and the weights")
@@ -250,7 +265,7 @@ def _check_folder(folder: Path, *, allow_pickle: bool, trust_remote_code: bool) 
         raise ModelLoadError(f"{folder} is not a transformers model folder (no config.json)")
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, RecursionError) as err:
         raise ModelLoadError(f"{config_file} is not readable JSON: {err}") from err
     if not isinstance(config, dict):
         raise ModelLoadError(f"{config_file} does not hold a JSON object")
@@ -293,7 +308,7 @@ def _custom_code_reason(folder: Path, config: dict[str, Any]) -> str | None:
         try:
             if json.loads(tok.read_text(encoding="utf-8")).get("auto_map"):
                 return "the tokenizer config has an auto_map pointing at Python files"
-        except ValueError:
+        except (ValueError, RecursionError, AttributeError):
             return None
     return None
 
@@ -338,7 +353,8 @@ def _model_class(task: str, config: Any, folder: Path) -> Any:
 
     for arch in getattr(config, "architectures", None) or []:
         cls = getattr(transformers, arch, None)
-        if cls is not None and hasattr(cls, "from_pretrained") and infer_task(config, folder, arch) == task:
+        if (isinstance(cls, type) and issubclass(cls, transformers.PreTrainedModel)
+                and infer_task(config, folder, arch) == task):
             return cls
     return getattr(transformers, _AUTO_CLASS[task])
 
@@ -351,7 +367,7 @@ def _load(
 
     try:
         config = transformers.AutoConfig.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError) as err:
+    except _BROKEN_FILES as err:
         raise ModelLoadError(f"could not read the model config in {folder}: {err}") from err
     spec = families.check_supported(config)
     inferred = infer_task(config, folder)
@@ -360,15 +376,19 @@ def _load(
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
     try:
-        model = cls.from_pretrained(
+        size.declared_params(cls, config)
+        model, info = cls.from_pretrained(
             str(folder),
             attn_implementation="eager",
             use_safetensors=None if allow_pickle else True,
             trust_remote_code=trust_remote_code,
             dtype=torch.float32,
+            output_loading_info=True,
         )
-    except (OSError, ValueError, KeyError, RuntimeError, TypeError) as err:
-        raise ModelLoadError(f"could not load the model in {folder} as {task}: {err}") from err
+    except _BROKEN_FILES as err:
+        raise ModelLoadError(f"could not load the model in {folder} as {task}: {type(err).__name__}: "
+                             f"{str(err)[:300]}") from err
+    size.check_weights_match(info, model, folder)
     model.eval().to(device)
     processor = _processor(folder, spec.modality, trust_remote_code)
     num_layers, num_heads = families.layer_and_head_counts(config)
@@ -391,7 +411,7 @@ def _processor(folder: Path, modality: str, trust_remote_code: bool) -> Any:
                 str(folder), backend="pil", trust_remote_code=trust_remote_code
             )
         return transformers.AutoTokenizer.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
-    except (OSError, ValueError, KeyError, TypeError) as err:
+    except _BROKEN_FILES as err:
         what = "image processor (preprocessor_config.json)" if modality == "image" else "tokenizer"
         raise ModelLoadError(f"could not load the {what} in {folder}: {err}") from err
 

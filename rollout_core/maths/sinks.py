@@ -1,0 +1,139 @@
+"""Attention sinks: tokens that receive far more attention than uniform but pass little information.
+
+A sink in layer l of sample b is a real token j whose received attention (column mean over the real
+query rows of the head-fused attention, so uniform attention gives 1/n_real) is at least `ratio`
+times uniform; when value norms are known (mean over heads of ||v_j||), it must also have a value
+norm below `value_factor` x that layer's median. The defaults (ratio 5, value_factor 0.5) were
+measured on the default models (see docs / the branch report): DINOv2-small layer 1's sink patch
+receives ~30-45x uniform on shapes and photos, while the next patch is below 3x; BERT's [SEP] and '.'
+receive 4-12x uniform in the middle layers. Sink value norms there are below half the median.
+
+`sink_free_rollout` drops sink columns layer by layer: their incoming attention is removed and each
+row renormalised over the remaining real tokens (the sink keeps its own residual, so every Ã stays
+row-stochastic), then the rollout is the usual product.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from rollout_core.errors import InputError
+from rollout_core.maths.fusion import fuse_heads
+from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
+
+DEFAULT_RATIO = 5.0
+DEFAULT_VALUE_FACTOR = 0.6
+
+
+@dataclass
+class SinkReport:
+    """Per layer and sample: `sinks` (L, B, n) bool; `share` (L, B) share of the layer's attention taken
+    by its sinks; `received` (L, B, n) attention received over uniform (1.0 = uniform)."""
+
+    sinks: torch.Tensor
+    share: torch.Tensor
+    received: torch.Tensor
+
+
+def received_attention(attentions: Attentions, attention_mask: torch.Tensor | None = None, *,
+                       head_fusion: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
+    """(received over uniform (L, B, n), share of all attention per column (L, B, n)) from the head-fused
+    attention of real query rows; padded positions get 0."""
+    layers = as_layers(attentions)
+    dtype = compute_dtype(layers[0].dtype)
+    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers]).clamp_min(0)
+    _, batch, n, _ = fused.shape
+    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
+    fused = fused * real[None, :, :, None] * real[None, :, None, :]
+    column = fused.sum(-2)
+    share = column / column.sum(-1, keepdim=True).clamp_min(torch.finfo(dtype).tiny)
+    return share * real.sum(-1)[None, :, None], share
+
+
+def find_sinks(
+    attentions: Attentions,
+    value_norms: torch.Tensor | None = None,
+    attention_mask: torch.Tensor | None = None,
+    *,
+    ratio: float = DEFAULT_RATIO,
+    value_factor: float = DEFAULT_VALUE_FACTOR,
+    head_fusion: str = "mean",
+    exclude: Sequence[int] = (),
+) -> SinkReport:
+    """Sinks of every layer and sample (see the module docstring for the criterion and its thresholds).
+
+    `value_norms` (L, B, n) optional: without it the attention-only criterion is used. `exclude`: positions
+    that are never sinks (e.g. the explained [CLS] row, which would otherwise be cut off from itself).
+    """
+    if not ratio > 1.0 or not value_factor > 0.0:
+        raise InputError(f"ratio must be > 1 and value_factor > 0, got {ratio}, {value_factor}")
+    over, share = received_attention(attentions, attention_mask, head_fusion=head_fusion)
+    sinks = over >= ratio
+    if exclude:
+        n = over.shape[-1]
+        bad = [p for p in exclude if not -n <= int(p) < n]
+        if bad:
+            raise InputError(f"exclude positions {bad} are outside the {n} positions")
+        sinks[..., [int(p) % n for p in exclude]] = False
+    if value_norms is not None:
+        if tuple(value_norms.shape) != tuple(over.shape):
+            raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, got {tuple(value_norms.shape)}")
+        norms = value_norms.to(device=over.device, dtype=over.dtype)
+        real = real_token_mask(attention_mask, over.shape[1], over.shape[2], over.device, torch.bool).bool()
+        masked = norms.masked_fill(~real[None], float("nan"))
+        median = masked.nanmedian(dim=-1, keepdim=True).values
+        sinks &= norms < value_factor * median
+    return SinkReport(sinks=sinks, share=(share * sinks).sum(-1), received=over)
+
+
+def sink_free_rollout(
+    attentions: Attentions,
+    sinks: torch.Tensor | SinkReport,
+    *,
+    head_fusion: str = "mean",
+    residual_weight: float = 1.0,
+    discard_ratio: float = 0.0,
+    start_layer: int = 0,
+    end_layer: int | None = None,
+    attention_mask: torch.Tensor | None = None,
+    all_layers: bool = False,
+) -> torch.Tensor:
+    """attention_rollout with each layer's sink columns dropped (sinks (L, B, n) bool or a SinkReport):
+    fused attention to a sink is zeroed, then residual + row renormalisation over the remaining real
+    tokens as in augment_layer. Same options and shapes as rollout_core.maths.rollout.attention_rollout."""
+    layers = as_layers(attentions)
+    mask = sinks.sinks if isinstance(sinks, SinkReport) else sinks
+    batch, _, n, _ = layers[0].shape
+    if tuple(mask.shape) != (len(layers), batch, n):
+        raise InputError(f"sinks must be (layers, batch, n) = {(len(layers), batch, n)}, got {tuple(mask.shape)}")
+    dtype = compute_dtype(layers[0].dtype)
+    product = None
+    steps = []
+    for l in layer_range(len(layers), start_layer, end_layer):
+        fused = fuse_heads(layers[l].to(dtype), head_fusion)
+        keep = (~mask[l].to(device=fused.device, dtype=torch.bool)).to(dtype)
+        augmented = augment_layer(fused * keep[:, None, :], residual_weight=residual_weight,
+                                  discard_ratio=discard_ratio, attention_mask=attention_mask)
+        product = augmented if product is None else torch.bmm(augmented, product)
+        steps.append(product)
+    return torch.stack(steps) if all_layers else product
+
+
+def describe_sinks(report: SinkReport, tokens: list[str] | None = None, *, sample: int = 0) -> str:
+    """One plain sentence on the layer whose sinks take the largest share, e.g.
+    "3 sink tokens ('[SEP]', '.', ...) took 41% of layer 1's attention." (layers counted from 1)."""
+    counts = report.sinks[:, sample].sum(-1)
+    if int(counts.sum()) == 0:
+        return "No attention sinks were found."
+    layer = int(report.share[:, sample].argmax())
+    positions = report.sinks[layer, sample].nonzero().flatten().tolist()
+    names = ""
+    if tokens is not None:
+        shown = ", ".join(repr(tokens[p]) for p in positions[:3]) + (", ..." if len(positions) > 3 else "")
+        names = f" ({shown})"
+    count = len(positions)
+    noun = "sink token" if count == 1 else "sink tokens"
+    share = float(report.share[layer, sample]) * 100
+    return f"{count} {noun}{names} took {share:.0f}% of layer {layer + 1}'s attention."

@@ -1,0 +1,81 @@
+"""In chromium: the PNG downloads are valid images of the layer on screen, named after the input."""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rollout_core.models import registry
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from browser_harness import SLIDER as LAYER  # noqa: E402
+
+pytestmark = pytest.mark.browser
+
+LOAD = 120_000
+STEP = 30_000
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _model(name: str) -> str:
+    if not registry.is_available(registry.lookup(name)):
+        pytest.skip(f"{name} is not built: {registry.SETUP_HINT}")
+    return name
+
+
+@pytest.fixture
+def page(browser: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    yield context.new_page()
+    context.close()
+
+
+def _idle(tab: Any) -> None:
+    tab.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=LOAD)
+
+
+def _download(tab: Any, button: str) -> tuple[str, bytes]:
+    _idle(tab)  # a click while the previous click's rerun is under way can be swallowed by that rerun
+    with tab.expect_download(timeout=LOAD) as info:
+        tab.get_by_role("button", name=button).click()
+    download = info.value
+    assert download.failure() is None
+    return download.suggested_filename, Path(download.path()).read_bytes()
+
+
+def _move(tab: Any, key: str, view: str) -> None:
+    slider = tab.locator(LAYER)
+    slider.focus()
+    slider.press(key)
+    tab.wait_for_selector(f"[data-view$='{view}']", state="attached", timeout=STEP)
+    tab.wait_for_function("() => /[?&]layer=1(&|$)/.test(location.search)", timeout=STEP)  # server caught up
+    _idle(tab)
+    tab.wait_for_timeout(500)
+
+
+def test_image_overlay_png_is_the_layer_on_screen(app_url: str, page: Any) -> None:
+    model = _model("default-image")
+    page.goto(f"{app_url}/image?model={model}&example=shapes-triangle", timeout=LOAD)
+    page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
+    _idle(page)
+    name, last = _download(page, "Overlay (PNG)")
+    assert last.startswith(PNG) and name.endswith("_overlay.png") and "shapes-triangle" in name
+    _move(page, "Home", "layer-1-cum")
+    _, first = _download(page, "Overlay (PNG)")
+    assert first.startswith(PNG) and first != last
+
+
+def test_text_bar_chart_png_is_the_layer_on_screen(app_url: str, page: Any) -> None:
+    model = _model("default-text")
+    page.goto(f"{app_url}/text?model={model}&text=The+food+was+cold+and+the+waiter+was+rude.", timeout=LOAD)
+    page.wait_for_selector(".token-highlight", state="attached", timeout=LOAD)
+    _idle(page)
+    name, csv = _download(page, "Scores (CSV)")
+    assert name == "rollout_default-text_the-food-was.csv" and csv
+    _, last = _download(page, "Bar chart (PNG)")
+    _move(page, "Home", "layer-1-cum")
+    _, first = _download(page, "Bar chart (PNG)")
+    assert last.startswith(PNG) and first.startswith(PNG) and first != last
