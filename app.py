@@ -47,5 +47,6 @@ pages = [
     st.Page("app_pages/image.py", title="Image", icon=":material/image:", url_path="image"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
     st.Page("app_pages/evaluate.py", title="Evaluate", icon=":material/straighten:", url_path="evaluate"),
+    st.Page("app_pages/corpus.py", title="Corpus", icon=":material/dataset:", url_path="corpus"),
 ]
 st.navigation(pages).run()

@@ -65,14 +65,15 @@ def build_parser() -> argparse.ArgumentParser:
     setup = sub.add_parser("setup", help="build the embedded default models")
     setup.add_argument("--force", action="store_true", help="rebuild even when present")
     sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
+    sub.add_parser("corpus", help="explain a whole corpus (see `corpus --help`)", add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the CLI; returns the exit status (errors exit through SystemExit with one stderr line)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if argv[:1] == ["evaluate"]:  # its options belong to the evaluate module: pass them on untouched
-        args = argparse.Namespace(command="evaluate", args=argv[1:])
+    if argv[:1] in (["evaluate"], ["corpus"]):  # its options belong to the evaluate module: pass them on untouched
+        args = argparse.Namespace(command=argv[0], args=argv[1:])
     else:
         args = build_parser().parse_args(argv)
     try:
@@ -202,8 +203,14 @@ def _cmd_evaluate(args: argparse.Namespace) -> int:
     return int(cli_evaluate.main(list(args.args)) or 0)
 
 
+def _cmd_corpus(args: argparse.Namespace) -> int:
+    from rollout_core.corpus import cli as corpus_cli
+
+    return corpus_cli.main(list(args.args))
+
+
 _COMMANDS = {"text": _cmd_text, "image": _cmd_image, "models": _cmd_models, "setup": _cmd_setup,
-             "evaluate": _cmd_evaluate}
+             "evaluate": _cmd_evaluate, "corpus": _cmd_corpus}
 
 
 # ----------------------------------------------------------------------------------------------

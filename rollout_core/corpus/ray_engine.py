@@ -1,0 +1,61 @@
+"""Ray engine: ray.data rows -> map_batches on an actor pool (model loaded once per actor) -> Parquet.
+
+Gives the same rows as `engine.run_local` (same `explain_rows`). Ray is optional: `pip install "ray[data]"`.
+Point it at a cluster with RAY_ADDRESS (ray.init picks it up) or pass `address=`.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from rollout_core.errors import InputError
+
+
+class _Explainer:
+    """Ray actor: loads the model once, then explains pandas batches."""
+
+    def __init__(self, model_name: str, method: str, batch_size: int) -> None:
+        import torch
+
+        from rollout_core.models.loading import load_model
+
+        torch.set_num_threads(1)
+        self.model, self.method, self.batch_size = load_model(model_name), method, batch_size
+
+    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
+        from rollout_core.corpus.engine import explain_rows
+
+        return explain_rows(self.model, batch, self.method, self.batch_size).to_pandas()
+
+
+def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
+            batch_size: int = 16, workers: int = 2, address: str | None = None) -> Path:
+    """Explain `corpus` on Ray with `workers` actors; writes Parquet files into `out_dir`."""
+    try:
+        import ray
+    except ImportError:
+        raise InputError('the ray engine needs Ray: pip install "ray[data]"') from None
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False)
+    out = Path(out_dir)
+    dataset = ray.data.from_pandas(corpus[["id", "text", "label"]].reset_index(drop=True)).repartition(workers)
+    dataset = dataset.map_batches(_Explainer, fn_constructor_args=(str(model_name), method, batch_size),
+                                  batch_size=batch_size, batch_format="pandas",
+                                  compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
+    dataset.write_parquet(str(out))
+    return out
+
+
+def read_ray_results(out_dir: str | Path) -> pd.DataFrame:
+    """All rows Ray wrote into `out_dir`."""
+    files = sorted(Path(out_dir).glob("*.parquet"))
+    if not files:
+        raise InputError(f"{out_dir} holds no Parquet files")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rollout_core.corpus.engine import SCHEMA
+
+    tables = [pq.read_table(f, columns=SCHEMA.names).cast(SCHEMA) for f in files]
+    return pa.concat_tables(tables).to_pandas()

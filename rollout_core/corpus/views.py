@@ -1,0 +1,39 @@
+"""Display helpers for result rows: escaped word highlight, and top-word-in-evidence rate."""
+from __future__ import annotations
+
+import html
+from typing import Mapping, Sequence
+
+import pandas as pd
+
+
+def row_highlight_html(row: pd.Series, marker: str | None = None) -> str:
+    """The row's text with each word's background alpha set by its share; `marker` (a lower-cased word)
+    is underlined. All user text is HTML-escaped; the share is in each span's title."""
+    text, scores = str(row["text"]), list(row["scores"])
+    top = max(scores) if scores else 0.0
+    parts, cursor = [], 0
+    for word, start, end, share in zip(row["words"], row["starts"], row["ends"], scores):
+        parts.append(html.escape(text[cursor:start]))
+        alpha = 0.0 if top <= 0 else share / top
+        style = f"background: rgba(220,60,40,{alpha:.2f})"
+        if marker is not None and str(word).lower() == marker:
+            style += "; text-decoration: underline; font-weight: bold"
+        parts.append(f'<span style="{style}" title="{share:.3f}">{html.escape(text[start:end])}</span>')
+        cursor = end
+    parts.append(html.escape(text[cursor:]))
+    return "".join(parts)
+
+
+def evidence_hit_rate(results: pd.DataFrame, evidence: Mapping[str, Sequence[tuple[int, int]]]) -> float:
+    """Fraction of rows (with evidence) whose top word overlaps one of its evidence character spans."""
+    hits = total = 0
+    for row in results.itertuples(index=False):
+        spans = evidence.get(row.id)
+        if not spans or len(row.scores) == 0:
+            continue
+        best = max(range(len(row.scores)), key=list(row.scores).__getitem__)
+        start, end = row.starts[best], row.ends[best]
+        total += 1
+        hits += any(start < e and end > s for s, e in spans)
+    return hits / total if total else float("nan")
