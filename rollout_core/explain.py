@@ -30,7 +30,7 @@ from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
-from rollout_core.options import CAPTURES, HEAD_FUSIONS
+from rollout_core.options import CAPTURES, HEAD_FUSIONS, Options
 
 METHODS = methods.names()
 ZERO_SHOT_TEMPERATURE = 0.05
@@ -41,24 +41,6 @@ SEQ2SEQ_MAX_NEW_TOKENS = 20
 
 ModelArg = Union[str, "os.PathLike[str]", ModelHandle, None]
 """A registry name, local folder or hub id (loaded through the cache), or a loaded handle."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """Validated method options (end_layer resolved to a number)."""
-
-    method: str
-    head_fusion: str
-    residual_weight: float
-    discard_ratio: float
-    start_layer: int
-    end_layer: int
-    keep_heads: bool
-    capture: str
-
-    @property
-    def layers(self) -> int:
-        return self.end_layer - self.start_layer
 
 
 # ----------------------------------------------------------------------------------------------
