@@ -156,14 +156,19 @@ def _augmented_layers(
     start_layer: int,
     end_layer: int | None,
     attention_mask: torch.Tensor | None,
+    drop_columns: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Ã of every selected layer, (L', B, n, n), from one batched augment_layer call (few large ops
-    instead of many small ones: what keeps the overhead low next to a forward pass)."""
+    instead of many small ones: what keeps the overhead low next to a forward pass). `drop_columns`
+    (L, B, n) bool over all layers zeroes fused attention to those keys before the residual is added."""
     all_layers = as_layers(attentions)
     _check_options(residual_weight, discard_ratio)
     layers = layer_range(len(all_layers), start_layer, end_layer)
     dtype = compute_dtype(all_layers[0].dtype)
     fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])
+    if drop_columns is not None:
+        keep = ~drop_columns[list(layers)].to(device=fused.device, dtype=torch.bool)
+        fused = fused * keep[:, :, None, :].to(dtype)
     count, batch, n, _ = fused.shape
     mask = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype).repeat(count, 1)
     augmented = augment_layer(
@@ -185,15 +190,18 @@ def attention_rollout(
     end_layer: int | None = None,
     attention_mask: torch.Tensor | None = None,
     all_layers: bool = False,
+    drop_columns: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Rollout R = Ã_(end-1) ··· Ã_start, shape (B, n, n); with all_layers, (L', B, n, n) where entry k
     is the rollout through layers start..start+k (what a layer slider shows).
 
     `attentions`: L tensors (B, H, n, n) as transformers returns them, or one (L, B, H, n, n) tensor.
-    `end_layer` is exclusive. Padded tokens (attention_mask 0) get exactly 0.
+    `end_layer` is exclusive. Padded tokens (attention_mask 0) get exactly 0. `drop_columns`, (L, B, n)
+    bool, removes attention to those keys in each layer before augmentation (sink-free rollout).
     """
     layers = _augmented_layers(
-        attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
+        attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask,
+        drop_columns,
     )
     if all_layers:  # cumulative products written in place over the stacked layers
         for k in range(1, layers.shape[0]):

@@ -21,7 +21,7 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
-from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
+from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, compute_dtype, real_token_mask
 
 DEFAULT_RATIO = 5.0
 DEFAULT_VALUE_FACTOR = 0.6
@@ -108,17 +108,9 @@ def sink_free_rollout(
     batch, _, n, _ = layers[0].shape
     if tuple(mask.shape) != (len(layers), batch, n):
         raise InputError(f"sinks must be (layers, batch, n) = {(len(layers), batch, n)}, got {tuple(mask.shape)}")
-    dtype = compute_dtype(layers[0].dtype)
-    product = None
-    steps = []
-    for l in layer_range(len(layers), start_layer, end_layer):
-        fused = fuse_heads(layers[l].to(dtype), head_fusion)
-        keep = (~mask[l].to(device=fused.device, dtype=torch.bool)).to(dtype)
-        augmented = augment_layer(fused * keep[:, None, :], residual_weight=residual_weight,
-                                  discard_ratio=discard_ratio, attention_mask=attention_mask)
-        product = augmented if product is None else torch.bmm(augmented, product)
-        steps.append(product)
-    return torch.stack(steps) if all_layers else product
+    return attention_rollout(layers, head_fusion=head_fusion, residual_weight=residual_weight,
+                             discard_ratio=discard_ratio, start_layer=start_layer, end_layer=end_layer,
+                             attention_mask=attention_mask, all_layers=all_layers, drop_columns=mask)
 
 
 def describe_sinks(report: SinkReport, tokens: list[str] | None = None, *, sample: int = 0) -> str:
