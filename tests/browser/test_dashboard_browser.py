@@ -181,7 +181,7 @@ def test_compare_page(app_url: str, page: Any) -> None:
     page.wait_for_function("() => document.querySelectorAll('.token-highlight').length === 2", timeout=LOAD)
     _idle(page)
     assert page.get_by_test_id("stAlertContentError").count() == 0
-    slider = page.locator(LAYER)
+    slider = page.locator('input[type=range][aria-label="Layer"]')  # rollout beside raw attention: not "cumulative"
     slider.press("Home")  # both sides, the agreement and the difference follow the one slider
     page.wait_for_selector(".token-highlight[data-view='A-layer-1-cum']", state="attached", timeout=STEP)
     page.wait_for_selector(".token-highlight[data-view='B-layer-1-cum']", state="attached", timeout=STEP)
