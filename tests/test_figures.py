@@ -308,6 +308,21 @@ def test_png_export_page_loads_no_script_from_the_network():
     assert 0 < opts["timeout"] < 90  # bounded below a browser's patience for a download
 
 
+def test_fallback_bar_chart_draws_each_bar_at_its_height_in_its_colour():
+    """Without kaleido the bar-chart download still works: bar heights in proportion, a zero bar empty."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure(go.Bar(y=[0.5, 0.0, 0.25], marker=dict(color=[0.5, 0.0, 0.25], colorscale="Viridis", cmin=0, cmax=0.5)))
+    with Image.open(io.BytesIO(F.raster_png(fig))) as image:
+        pixels = np.asarray(image.convert("RGB"), dtype=np.int64)
+    height, width, _ = pixels.shape
+    centres = [int((k + 0.5) * width / 3) for k in range(3)]
+    filled = [int((pixels[:, c] != 255).any(-1).sum()) for c in centres]
+    assert filled[0] == height and filled[1] == 0 and abs(filled[2] - height / 2) <= 1
+    assert tuple(pixels[-1, centres[0]]) == (253, 231, 37)  # Viridis at the top of the scale
+    assert np.abs(pixels[-1, centres[2]] - (33, 145, 140)).max() <= 2  # Viridis at its middle (matplotlib's 0.5)
+
+
 def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
     data = F.raster_png(F.matrix_heatmap(_text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

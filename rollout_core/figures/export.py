@@ -26,9 +26,10 @@ def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, s
     `BROWSER_PATH`, else `chromium` on PATH, e.g. Debian's /usr/bin/chromium). If kaleido cannot run and
     `fallback` is true, a plain raster is built with numpy and PIL instead. The fallback draws ONLY the
     data of the figure's Image and Heatmap traces (image first, heatmaps over it with their opacity and
-    colour scale, grey special cells included, row 0 at the top as on screen), one pixel block per cell:
-    no title, axes, tick labels, colour bar or other trace types. A figure with neither (bars, curves)
-    raises a RolloutError when kaleido is unavailable.
+    colour scale, grey special cells included, row 0 at the top as on screen), one pixel block per cell,
+    or the bars of a vertical Bar trace in their marker colours: no title, axes, tick labels, colour bar
+    or other trace types. A figure with none of these (curves) raises a RolloutError when kaleido is
+    unavailable.
     """
     height = height or int(fig.layout.height or 500)
     try:
@@ -42,10 +43,11 @@ def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, s
 
 def raster_png(fig: go.Figure) -> bytes:
     """The numpy/PIL rendering used by `figure_png` when kaleido cannot run (see there for what it draws)."""
-    from PIL import Image
-
     image_traces = [t for t in fig.data if t.type == "image"]
     heatmaps = [t for t in fig.data if t.type == "heatmap" and t.z is not None and (t.xaxis or "x") == "x"]
+    bars = [t for t in fig.data if t.type == "bar" and t.y is not None and t.orientation != "h"]
+    if bars and not image_traces and not heatmaps:
+        return _png(_bar_pixels(bars[0]))
     if not image_traces and not heatmaps:
         raise RolloutError("PNG export of this figure needs kaleido with Chrome/Chromium, which could not run here.")
     if image_traces:
@@ -62,9 +64,41 @@ def raster_png(fig: go.Figure) -> bytes:
         rgb, alpha = _stretch(rgb, canvas.shape[:2]), _stretch(alpha[..., None], canvas.shape[:2])
         opacity = 1.0 if trace.opacity is None else float(trace.opacity)
         canvas = canvas * (1 - alpha * opacity) + rgb * alpha * opacity
+    return _png(canvas)
+
+
+def _png(canvas: np.ndarray) -> bytes:
+    from PIL import Image
+
     buffer = io.BytesIO()
     Image.fromarray(np.clip(np.rint(canvas), 0, 255).astype(np.uint8), mode="RGB").save(buffer, format="PNG")
     return buffer.getvalue()
+
+
+_BAR_HEIGHT = 300  # pixels of the tallest bar's column in the fallback bar chart
+
+
+def _bar_pixels(trace: go.Bar) -> np.ndarray:
+    """(H, W, 3) white canvas with one bar per value (heights relative to the largest, bottom-aligned),
+    each in its marker colour from the trace's colour scale (or the marker's single colour)."""
+    values = np.nan_to_num(np.asarray(trace.y, dtype=np.float64), nan=0.0).clip(min=0.0)
+    width = max(4, _FALLBACK_SIDE // max(len(values), 1))
+    canvas = np.full((_BAR_HEIGHT, width * len(values), 3), 255.0)
+    top = float(values.max()) if values.size and values.max() > 0 else 1.0
+    marker = trace.marker
+    if marker.color is not None and not isinstance(marker.color, str):
+        cmin = 0.0 if marker.cmin is None else float(marker.cmin)
+        cmax = top if marker.cmax is None else float(marker.cmax)
+        t = np.clip((np.asarray(marker.color, dtype=np.float64) - cmin) / (cmax - cmin or 1.0), 0.0, 1.0)
+        scale = [list(s) for s in marker.colorscale] if marker.colorscale is not None else "Plasma"
+        colours = np.asarray(sample_colorscale(scale, t.tolist(), colortype="tuple"), dtype=np.float64) * 255
+    else:
+        colours = np.tile([99.0, 110.0, 250.0], (len(values), 1))  # plotly's first default colour
+    for k, value in enumerate(values):
+        height = int(round(_BAR_HEIGHT * value / top))
+        if height:
+            canvas[_BAR_HEIGHT - height:, k * width + 1:(k + 1) * width - 1] = colours[k]
+    return canvas
 
 
 FORMULA_STARTS = "=+-@\t\r"
