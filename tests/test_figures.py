@@ -323,6 +323,20 @@ def test_fallback_bar_chart_draws_each_bar_at_its_height_in_its_colour():
     assert np.abs(pixels[-1, centres[2]] - (33, 145, 140)).max() <= 2  # Viridis at its middle (matplotlib's 0.5)
 
 
+def test_png_export_that_never_answers_falls_back_in_bounded_time(monkeypatch):
+    """A kaleido call that hangs (a browser start that never answers) must not hang the download."""
+    import time
+
+    import kaleido
+    import plotly.graph_objects as go
+
+    monkeypatch.setattr(export, "KALEIDO_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(kaleido, "calc_fig_sync", lambda *a, **k: time.sleep(3))
+    start = time.monotonic()
+    data = F.figure_png(go.Figure(go.Bar(y=[1.0, 2.0])))
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and time.monotonic() - start < 2.5
+
+
 def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
     data = F.raster_png(F.matrix_heatmap(_text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,6 +1,7 @@
 """Downloads: figures as PNG, scores as CSV and JSON."""
 from __future__ import annotations
 
+import concurrent.futures
 import io
 import json
 import logging
@@ -164,12 +165,19 @@ def kaleido_options() -> dict:
     return opts
 
 
+_KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaleido")
+
+
 def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes:
+    """Kaleido's PNG, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
+    not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
     import kaleido
 
-    return kaleido.calc_fig_sync(
-        fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale), kopts=kaleido_options(),
+    job = _KALEIDO_WORKER.submit(
+        kaleido.calc_fig_sync, fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale),
+        kopts=kaleido_options(),
     )
+    return job.result(timeout=KALEIDO_TIMEOUT_S)
 
 
 def _image_pixels(trace: go.Image) -> np.ndarray:
