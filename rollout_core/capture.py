@@ -38,12 +38,15 @@ def run(
     *,
     num_layers: int,
     score: ScoreFn | None = None,
+    hidden_states: bool = False,
 ) -> Captured:
-    """Forward `inputs` (already on the model's device) with attentions; gradients when `score` is given."""
+    """Forward `inputs` (already on the model's device) with attentions; gradients when `score` is given;
+    every layer's hidden states in `outputs.hidden_states` when `hidden_states`."""
     grad = score is not None
     try:
         with torch.set_grad_enabled(grad):
-            outputs = model(**inputs, output_attentions=True, return_dict=True)
+            extra = {"output_hidden_states": True} if hidden_states else {}
+            outputs = model(**inputs, output_attentions=True, return_dict=True, **extra)
     except RolloutError:
         raise
     except (RuntimeError, ValueError, IndexError, TypeError) as err:

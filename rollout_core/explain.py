@@ -12,6 +12,8 @@ over the labels, with mean-pooled, L2-normalised embeddings of the text and of e
 """
 from __future__ import annotations
 
+import contextlib
+
 import inspect
 import os
 from dataclasses import dataclass
@@ -453,8 +455,11 @@ def _explain_batch(
                              + (" (give zero-shot labels)" if handle.task == "sentence-encoder" else ""))
         return found["head"].score
 
-    captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
-                           score=score if method.needs_gradients else None)
+    recorder = method.recorder(handle.model) if method.recorder else contextlib.nullcontext()
+    with recorder as recorded:
+        captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
+                               score=score if method.needs_gradients else None,
+                               hidden_states=method.needs_hidden_states)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
     description = _row_description(pooling, result.weights is not None, real)
@@ -462,7 +467,7 @@ def _explain_batch(
     s, e = opts.start_layer, opts.end_layer
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
-                                                      full_matrix=layout is None))
+                                                      full_matrix=layout is None, recorded=recorded))
     layer_rows, matrix = out.layer_rows, out.matrix
     scores = layer_rows[-1]
     w = weights.to(layer_att.dtype)
