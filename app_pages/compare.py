@@ -4,13 +4,13 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.inputs import image_input
 from app_pages._lib.layer_explorer import comparison_payload, layer_explorer
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
 from rollout_core.figures import slider_label
-from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
@@ -41,13 +41,7 @@ if modality == "text":
     source = st.text_area("Text", key="text", height=80, max_chars=200_000)
     explain = core.explain_text
 else:
-    examples = core.run("listing the bundled examples", example_images) or {}
-    upload = st.file_uploader("Upload an image", type=["png", "jpg", "jpeg", "webp", "bmp", "gif"], key="upload")
-    names = list(examples)
-    source = upload.getvalue() if upload is not None else None
-    if source is None and names:
-        param("example", "shapes-triangle" if "shapes-triangle" in names else names[0], tuple(names))
-        source = examples[st.selectbox("…or a bundled example", names, key="example")].read_bytes()
+    source = image_input().data
     explain = core.explain_image
 
 results = []

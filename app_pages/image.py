@@ -4,35 +4,23 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.inputs import image_input
 from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
-from rollout_core.data.example_images import example_images
 from rollout_core.figures.image import DEFAULT_COLORMAP
 from rollout_core.figures.layer_views import OVERLAY_OPACITY
 
 DEFAULT_OPACITY = 0.55
 
-UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
-
 st.title("Image")
 
 name, allow_pickle, method = model_and_method("image")
 
-examples = core.run("listing the bundled examples", example_images) or {}
-upload = st.file_uploader("Upload an image (png, jpeg, webp, bmp, gif: first frame)", type=UPLOAD_TYPES,
-                          key="upload")
-image_bytes: bytes | None = None
-if upload is not None:
-    image_bytes = upload.getvalue()
-    source = upload.name
-elif examples:
-    names = list(examples)
-    param("example", "shapes-triangle" if "shapes-triangle" in names else names[0], tuple(names))
-    source = st.selectbox("…or a bundled example", names, key="example")
-    image_bytes = examples[source].read_bytes()
+choice = image_input()
+image_bytes, source = choice.data, choice.name
 
 param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
 scale_col, shared_col = st.columns(3)[:2]

@@ -1,0 +1,80 @@
+"""Shareable uploads: the bounded store, and a link after an upload that restores it or says it cannot."""
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from rollout_core.inputs.upload_store import UploadStore, digest, is_digest
+from test_pages_apptest import assert_clean, chart_count, page, png, texts
+
+
+def test_digest_is_the_sha256_prefix() -> None:
+    assert digest(b"abc") == "ba7816bf8f01cfea"  # SHA-256("abc") from FIPS 180-2, first 16 hex digits
+    assert is_digest(digest(b"x")) and not is_digest("chelsea") and not is_digest("BA7816BF8F01CFEA")
+
+
+def test_store_evicts_the_oldest_past_its_count() -> None:
+    store = UploadStore(max_count=2)
+    a, b = store.put(b"a", "a.png"), store.put(b"b")
+    store.put(b"a")  # put again: now the newest, so b is the oldest
+    c = store.put(b"c")
+    assert store.get(b) is None and store.get(a).name == "" and store.get(c).data == b"c" and len(store) == 2
+
+
+def test_store_evicts_the_oldest_past_its_bytes_and_refuses_what_cannot_fit() -> None:
+    store = UploadStore(max_count=10, max_bytes=10)
+    first, second = store.put(b"x" * 6), store.put(b"y" * 4)
+    assert store.size() == 10 and store.get(first) is not None
+    third = store.put(b"z" * 3)  # 13 bytes: the oldest goes
+    assert store.get(first) is None and store.get(second) is not None and store.get(third) is not None
+    big = store.put(b"w" * 11)
+    assert store.get(big) is None and store.size() == 7
+
+
+def _image() -> bytes:
+    pixels = np.zeros((32, 32, 3), np.uint8)
+    pixels[4:12, 4:20] = (0, 200, 0)
+    return png(pixels)
+
+
+@pytest.mark.parametrize("path", ["app_pages/image.py", "app_pages/compare.py"])
+def test_an_upload_is_named_in_the_link_and_a_new_session_gets_it_back(path: str,
+                                                                        tiny_model_dir: Callable[[str], Path]) -> None:
+    model = str(tiny_model_dir("vit"))
+    query = {"model": model, "example": "chelsea"}
+    if path.endswith("compare.py"):
+        query["modality"] = "image"
+    at = page(path, **query)
+    content = _image()
+    at.file_uploader(key="upload").set_value(("green.png", content, "image/png")).run()
+    assert_clean(at)
+    assert at.query_params.get("upload") == hashlib.sha256(content).hexdigest()[:16]
+    assert "example" not in at.query_params
+    shown = chart_count(at)
+    assert shown >= 1 and not at.error
+
+    shared = page(path, **{k: v for k, v in at.query_params.items()})  # another browser opens the link
+    assert_clean(shared)
+    assert not shared.error, texts(shared.error)
+    assert any("green.png" in c for c in texts(shared.caption))
+    assert chart_count(shared) == shown
+
+    at.file_uploader(key="upload").set_value(None).run()  # removed: back to a bundled example, link says so
+    assert_clean(at)
+    assert "upload" not in at.query_params and not at.error and chart_count(at) == shown
+
+
+@pytest.mark.parametrize("name", ["0123456789abcdef", "chelsea<b>"])
+def test_a_link_to_an_upload_this_server_lacks_says_so_and_shows_no_other_image(
+        name: str, tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/image.py", model=str(tiny_model_dir("vit")), upload=name, example="chelsea")
+    assert_clean(at)
+    assert any("this server does not have" in e for e in texts(at.error))
+    assert chart_count(at) == 0 and not at.get("metric")
+    at.selectbox(key="example").set_value("coffee").run()  # picking an example drops the link's upload
+    assert_clean(at)
+    assert "upload" not in at.query_params and not at.error and chart_count(at) == 2
