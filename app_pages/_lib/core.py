@@ -95,12 +95,14 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 @st.cache_resource(max_entries=16, show_spinner=False,
                    hash_funcs={bytes: lambda b: hashlib.sha256(b).hexdigest()})
-def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...], method: Method) -> Any:
-    """`rollout_core.faithfulness.evaluate.evaluate_input`, cached on model, input, methods and settings."""
+def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...], method: Method,
+                   _progress: Any = None) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_input`, cached on model, input, methods and settings
+    (`_progress(done, total, what)` is told how far a run is; not part of the cache key)."""
     from rollout_core.faithfulness import evaluate
 
     options = {k: v for k, v in method.kwargs().items() if k not in ("method", "target")}
-    return evaluate.evaluate_input(load(name, allow_pickle), source, list(methods), **options)
+    return evaluate.evaluate_input(load(name, allow_pickle), source, list(methods), progress=_progress, **options)
 
 
 @st.cache_resource(max_entries=8, show_spinner=False)

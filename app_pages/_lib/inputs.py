@@ -19,6 +19,7 @@ from rollout_core.inputs.upload_store import UploadStore, is_digest
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 UPLOAD_PARAM = "upload"
 DEFAULT_EXAMPLE = "shapes-triangle"
+_MINE = "_upload_mine"
 
 
 @dataclass(frozen=True)
@@ -35,48 +36,58 @@ def upload_store() -> UploadStore:
     return UploadStore()
 
 
-def _forget_link_upload() -> None:
-    """Picking an example drops a link's upload name (the example is what the user now wants)."""
+def _forget_upload() -> None:
+    """The upload was removed, or an example picked: drop the upload's name from the URL and the session."""
     if UPLOAD_PARAM in st.query_params:
         del st.query_params[UPLOAD_PARAM]
-    st.session_state["_upload_mine"] = None
+    st.session_state[_MINE] = None
+
+
+def _on_upload_change() -> None:
+    if st.session_state.get("upload") is None:
+        _forget_upload()
 
 
 def image_input(label: str = "Upload an image (png, jpeg, webp, bmp, gif: first frame)",
                 example_label: str = "…or a bundled example") -> ImageChoice:
-    """The uploader and the example picker; the upload wins, then an upload named by the link, then the example."""
+    """The uploader and the example picker. The upload wins; then the upload named by the link, or the one this
+    session made on another page (so Evaluate and Compare run on the Image page's upload); then the example."""
     examples = core.run("listing the bundled examples", example_images) or {}
-    upload = st.file_uploader(label, type=UPLOAD_TYPES, key="upload")
-    linked = st.query_params.get(UPLOAD_PARAM)
+    upload = st.file_uploader(label, type=UPLOAD_TYPES, key="upload", on_change=_on_upload_change)
     if upload is not None:
         data = upload.getvalue()
         key = upload_store().put(data, upload.name)
-        st.session_state["_upload_mine"] = key
-        st.query_params[UPLOAD_PARAM] = key
+        st.session_state[_MINE] = st.query_params[UPLOAD_PARAM] = key
         if "example" in st.query_params:
             del st.query_params["example"]
         return ImageChoice(data, upload.name)
-    if linked is not None and linked == st.session_state.get("_upload_mine"):
-        _forget_link_upload()  # this session's own upload was removed from the uploader: back to the examples
-        linked = None
     names = list(examples)
-    if linked is not None:
-        stored = upload_store().get(linked) if is_digest(linked) else None
-        if stored is None:
-            st.error(safe_text(f"This link names an uploaded image (upload={linked[:40]}) that this server does "
-                               "not have: uploads are kept for a limited time and count, and not across restarts. "
-                               "Upload the image again, or pick a bundled example."))
-        else:
-            st.caption(safe_text(f"Showing the image uploaded as “{stored.name}” (named in the link as "
-                                 f"upload={linked})."))
-        if names:
-            st.selectbox(example_label, names, key="example", index=None, placeholder="Pick an example…",
-                         on_change=_forget_link_upload)
-        return ImageChoice(None if stored is None else stored.data, stored.name if stored else "upload")
+    named = st.query_params.get(UPLOAD_PARAM) or st.session_state.get(_MINE)
+    if named is not None:
+        return _stored_upload(named, names, example_label)
     if not names:
         return ImageChoice(None, "")
-    param("example", DEFAULT_EXAMPLE if DEFAULT_EXAMPLE in names else names[0], tuple(names))
+    default = DEFAULT_EXAMPLE if DEFAULT_EXAMPLE in names else names[0]
+    param("example", default, tuple(names))
     if st.session_state.get("example") is None:
-        st.session_state["example"] = DEFAULT_EXAMPLE if DEFAULT_EXAMPLE in names else names[0]
+        st.session_state["example"] = default
     source = st.selectbox(example_label, names, key="example")
     return ImageChoice(examples[source].read_bytes(), source)
+
+
+def _stored_upload(named: str, names: list[str], example_label: str) -> ImageChoice:
+    """The stored upload `named` (with a caption saying which), or an error saying this server lacks it."""
+    stored = upload_store().get(named) if is_digest(named) else None
+    if stored is None:
+        st.error(safe_text(f"This link names an uploaded image (upload={named[:40]}) that this server does not "
+                           "have: uploads are kept for a limited time and count, and not across restarts. Upload "
+                           "the image again, or pick a bundled example."))
+    else:
+        st.query_params[UPLOAD_PARAM] = named
+        if "example" in st.query_params:
+            del st.query_params["example"]
+        st.caption(safe_text(f"Showing the uploaded image “{stored.name}” (upload={named} in the link)."))
+    if names:
+        st.selectbox(example_label, names, key="example", index=None, placeholder="Pick an example…",
+                     on_change=_forget_upload)
+    return ImageChoice(None, "upload") if stored is None else ImageChoice(stored.data, stored.name)

@@ -27,8 +27,13 @@ from rollout_core import methods as method_registry
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
-from rollout_core.faithfulness.perturbation import CurveSet, perturbation_curves_many
-from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text, require_classifier
+from rollout_core.faithfulness.perturbation import (
+    CHEFER_FRACTIONS,
+    CURVE_FRACTIONS,
+    CurveSet,
+    perturbation_curves_many,
+)
+from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput, prepare_image, prepare_text, require_classifier
 from rollout_core.models.handle import ModelHandle
 
 METHODS = method_registry.names()
@@ -46,6 +51,9 @@ BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "l
 
 Progress = Callable[[int, int], None]
 """progress(done, total): called with 0 once the data set is read, then after each example."""
+StepProgress = Callable[[int, int, str], None]
+"""progress(done, total, what) on one input, in model passes: one per explanation, one for gradient x input, the
+integrated-gradient steps, then the perturbed inputs scored (`total` shrinks to the exact count once known)."""
 
 
 @dataclass
@@ -95,6 +103,7 @@ def evaluate_input(
     evidence: list[tuple[int, int]] | None = None,
     mask: np.ndarray | None = None,
     seeds: int = RANDOM_SEEDS,
+    progress: StepProgress | None = None,
     **options: Any,
 ) -> InputEvaluation:
     """Every method's curves and measures on one text or image (the handle's modality decides which).
@@ -102,10 +111,12 @@ def evaluate_input(
     `label`: the true class for the accuracy curves (default: the original prediction); `evidence`
     (text) / `mask` (image): the deciding region for the ground-truth measures (NaN without).
     `options` go to explain_text / explain_image (head_fusion, residual_weight, start_layer, ...).
+    `progress` is told how far the work is (`StepProgress`).
     """
     handle = _handle(model)
     label = None if label is None else _label(label, handle.labels or [], "label")
-    result = _evaluate_item(handle, Item(input, label, evidence, mask), _methods(methods), seeds, options)
+    result = _evaluate_item(handle, Item(input, label, evidence, mask), _methods(methods), seeds, options,
+                            progress=progress)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
     return InputEvaluation(curves=result.curves, table=table, predicted=result.predicted,
                            probability=result.probability, explanations=result.explanations)
@@ -176,7 +187,7 @@ class _ItemResult:
 
 
 def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
-                   options: dict[str, Any], index: int = 0) -> _ItemResult:
+                   options: dict[str, Any], index: int = 0, progress: StepProgress | None = None) -> _ItemResult:
     """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...)."""
     from rollout_core.explain import explain_image, explain_text
 
@@ -187,21 +198,35 @@ def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: i
     labels = handle.labels or []
     label = None if item.label is None else labels.index(item.label)
     explain = explain_text if text else explain_image
-    explanations = {m: explain(handle, item.input, method=m, target=target, **options)
-                    for m in methods if m not in REFERENCES}
+    explained = [m for m in methods if m not in REFERENCES]
+    bound = (len(methods) + seeds) * sum(len(f) for f in (CURVE_FRACTIONS, CURVE_FRACTIONS, CHEFER_FRACTIONS,
+                                                             CHEFER_FRACTIONS))
+    done, before = 0, len(explained) + 1 + attribution.IG_STEPS
+    report = progress or (lambda done, total, what: None)
+    explanations = {}
+    for m in explained:
+        report(done, before + bound, f"explaining with {m}")
+        explanations[m] = explain(handle, item.input, method=m, target=target, **options)
+        done += 1
     first = next(iter(explanations.values()), None) or explain(handle, item.input, method="attention", target=target)
     if len(first.tokens) != prepared.n:
         raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
     region = _region(first, item)
-    references = {"grad_x_input": attribution.input_x_gradient(prepared, target),
-                  "integrated_gradients": attribution.integrated_gradients(prepared, target)}
+    report(done, before + bound, "gradient × input (reference)")
+    gxi = attribution.input_x_gradient(prepared, target)
+    report(done + 1, before + bound, "integrated gradients (reference)")
+    references = {"grad_x_input": gxi, "integrated_gradients": attribution.integrated_gradients(prepared, target)}
     importances: dict[str, list[torch.Tensor]] = {
         m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
                                       dtype=torch.float64) for s in range(seeds)]
     flat = [(method, v) for method, vectors in importances.items() for v in vectors]
+    report(before, before + bound, "scoring the perturbed inputs")
+    scored = None if progress is None else (lambda k, n: report(before + k, before + n,
+                                                                 f"scoring the perturbed inputs ({k}/{n})"))
     curve_sets = perturbation_curves_many(prepared.probabilities, [v for _, v in flat], prepared.removable,
-                                          target=target, label=label)
+                                          target=target, label=label, progress=scored,
+                                          chunk=MAX_BATCH)
     measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
     for (method, vector), curve_set in zip(flat, curve_sets):
         measured.setdefault(method, []).append((_measures(prepared, vector, curve_set, region, references), curve_set))

@@ -100,8 +100,11 @@ def perturbation_curves_many(
     *,
     target: int,
     label: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int = 32,
 ) -> list[CurveSet]:
-    """`perturbation_curves` of several importance vectors of one input, with one scorer call for all."""
+    """`perturbation_curves` of several importance vectors of one input. The distinct perturbed inputs go to the
+    scorer in one call, or with `progress` in calls of `chunk` rows, each followed by progress(scored, total)."""
     removable = torch.as_tensor(removable).to("cpu", torch.bool)
     n = removable.shape[0]
     plans = []
@@ -115,7 +118,7 @@ def perturbation_curves_many(
         })
     stacked = torch.cat([m for plan in plans for m in plan.values()])
     unique, inverse = torch.unique(stacked, dim=0, return_inverse=True)
-    probs = torch.as_tensor(scorer(unique)).detach().to("cpu", torch.float64)[inverse]
+    probs = _score(scorer, unique, progress, chunk)[inverse]
     reference = int(probs[0].argmax()) if label is None else int(label)  # row 0: deletion at f = 0, the input
     out, start = [], 0
     for plan in plans:
@@ -137,3 +140,14 @@ def perturbation_curves_many(
             auc[name] = area
         out.append(CurveSet(fractions, values, auc))
     return out
+
+
+def _score(scorer: Scorer, masks: torch.Tensor, progress: Callable[[int, int], None] | None, chunk: int) -> torch.Tensor:
+    """scorer(masks) as float64 on the CPU, in one call, or in chunks reporting progress(scored, total)."""
+    if progress is None:
+        return torch.as_tensor(scorer(masks)).detach().to("cpu", torch.float64)
+    total, parts = len(masks), []
+    for start in range(0, total, max(1, int(chunk))):
+        parts.append(torch.as_tensor(scorer(masks[start : start + chunk])).detach().to("cpu", torch.float64))
+        progress(min(start + chunk, total), total)
+    return torch.cat(parts)

@@ -1,13 +1,16 @@
-"""What the Evaluate page draws for one input: a curves figure per curve kind, from `evaluate_input`'s result.
+"""What the Evaluate page draws: a curves figure per curve kind, and the tables with plain labels and units.
 
 The figure itself is `rollout_core.figures.curves_figure` (one line per method, random dashed grey); this
-module only picks the curve, the axis words and the areas out of an `InputEvaluation`.
+module only picks the curve, the axis words and the areas out of an `InputEvaluation`, and turns the
+measure x method numbers into rows a reader can follow (name, which way is better, the scale).
 """
 from __future__ import annotations
 
 from typing import Any
 
-from rollout_core.faithfulness.evaluate import RANDOM, InputEvaluation
+import pandas as pd
+
+from rollout_core.faithfulness.evaluate import BETTER, MEASURES, RANDOM, InputEvaluation
 from rollout_core.faithfulness.perturbation import CURVES
 
 _WORDS = {
@@ -20,6 +23,25 @@ _WORDS = {
     "negative": ("Negative perturbation, Chefer et al. (higher AUC = better)",
                  "fraction removed (least relevant first)", "prediction kept (1 = correct)"),
 }
+
+MEASURE_LABELS = {
+    "deletion_auc": ("Deletion AUC", "0–1 (probability)"),
+    "insertion_auc": ("Insertion AUC", "0–1 (probability)"),
+    "positive_auc": ("Positive perturbation AUC (Chefer)", "×100: 0–90 (accuracy over 0–0.9 removed)"),
+    "negative_auc": ("Negative perturbation AUC (Chefer)", "×100: 0–90 (accuracy over 0–0.9 removed)"),
+    "pointing_game": ("Pointing game (top point in the region)", "0–1 (hit rate)"),
+    "mass_share": ("Relevance mass inside the region", "0–1 (share)"),
+    "iou": ("IoU with the region", "0–1"),
+    "spearman_gxi": ("Rank agreement with gradient × input", "−1–1 (Spearman)"),
+    "spearman_ig": ("Rank agreement with integrated gradients", "−1–1 (Spearman)"),
+}
+"""measure -> (row label, its scale): the Chefer AUCs stay on the paper's ×100 scale and the row says so."""
+GROUND_TRUTH = ("pointing_game", "mass_share", "iou")
+NO_REGION = ("Pointing game, relevance mass and IoU need a known deciding region (the generated data sets have "
+             "one), so they are left out for this input.")
+SCALE_NOTE = ("Each row has its own scale (column “scale”): deletion/insertion areas are probabilities (0–1), "
+              "the Chefer AUCs are accuracy × 100 as in the paper, agreement is a rank correlation (−1–1). "
+              f"“{RANDOM}” is chance: the mean of random orderings.")
 
 
 def curve_figure(evaluation: InputEvaluation, curve: str = "deletion") -> Any:
@@ -34,3 +56,49 @@ def curve_figure(evaluation: InputEvaluation, curve: str = "deletion") -> Any:
     title, x_title, y_title = _WORDS[curve]
     aucs = evaluation.table[f"{curve}_auc"].to_dict()
     return curves_figure(lines, random=random, title=title, x_title=x_title, y_title=y_title, aucs=aucs)
+
+
+def _cell(measure: str, value: float, std: float | None = None) -> str:
+    if pd.isna(value):
+        return "n/a"
+    digits = 1 if measure in ("positive_auc", "negative_auc") else 3
+    return f"{value:.{digits}f}" + ("" if std is None or pd.isna(std) else f" ± {std:.{digits}f}")
+
+
+def _rows(methods: list[str], cells: dict[str, dict[str, str]], measures: list[str]) -> pd.DataFrame:
+    rows = [{"measure": MEASURE_LABELS[m][0], "better": "higher ↑" if BETTER[m] == "higher" else "lower ↓",
+             "scale": MEASURE_LABELS[m][1], **{method: cells[m][method] for method in methods}} for m in measures]
+    return pd.DataFrame(rows).set_index("measure")
+
+
+def readable_table(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """One input's method x measure table as measure rows (label, better, scale, one column per method) of
+    formatted cells ("n/a" where a method has no value), and notes for the reader. Measures no method has
+    (the ground-truth ones without a region) are left out, with a note saying why."""
+    measures = [m for m in MEASURES if m in table.columns and table[m].notna().any()]
+    notes = [SCALE_NOTE] + ([NO_REGION] if any(m not in measures for m in GROUND_TRUTH) else [])
+    methods = [str(m) for m in table.index]
+    cells = {m: {str(method): _cell(m, table.at[method, m]) for method in table.index} for m in measures}
+    return _rows(methods, cells, measures), notes
+
+
+def readable_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+    """A data set's summary ((measure, mean | std) columns) as `readable_table` rows of "mean ± std" cells."""
+    present = dict.fromkeys(m for m, _ in summary.columns)
+    measures = [m for m in MEASURES if m in present and summary[(m, "mean")].notna().any()]
+    notes = [SCALE_NOTE] + ([NO_REGION] if any(m not in measures for m in GROUND_TRUTH) else [])
+    methods = [str(m) for m in summary.index]
+    cells = {m: {str(method): _cell(m, summary.at[method, (m, "mean")], summary.at[method, (m, "std")])
+                 for method in summary.index} for m in measures}
+    return _rows(methods, cells, measures), notes
+
+
+def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str = "model passes") -> str:
+    """A progress line with the count and the time left at the pace so far, e.g.
+    "explaining with flow · 12/57 model passes · about 8 s left" (no estimate before the first pass)."""
+    head = f"{what} · " if what else ""
+    if done <= 0 or total <= 0:
+        return f"{head}{max(done, 0)}/{max(total, 0)} {unit}"
+    left = elapsed * (total - done) / done
+    eta = f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.1f} min left"
+    return f"{head}{done}/{total} {unit} · {eta}"

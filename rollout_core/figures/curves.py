@@ -10,6 +10,11 @@ from plotly.colors import qualitative
 from rollout_core.figures._common import HOVER_FORMAT
 
 Curve = tuple[Sequence[float], Sequence[float]]
+PALETTE = (*qualitative.Dark2[:7], *qualitative.Set1[:3])
+"""Qualitative colours, one per method (none of them grey: grey is the random baseline)."""
+DASHES = ("solid", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = ("circle", "square", "diamond", "triangle-up", "x", "cross", "star", "hexagon")
+"""Each method also gets its own dash and marker, so lines that coincide stay visible under one another."""
 
 
 def curves_figure(
@@ -21,13 +26,13 @@ def curves_figure(
     y_title: str = "probability of the explained class",
     aucs: Mapping[str, float] | None = None,
 ) -> go.Figure:
-    """One line per method (`curves`: name -> (fractions, values)), the random-order baseline dashed grey.
+    """One line per method (`curves`: name -> (fractions, values)) in its own colour, dash and marker, the
+    random-order baseline dashed grey.
 
     `aucs` (name -> area, "random" for the baseline) are appended to the legend names when given; the
     areas come from the faithfulness module, not from here.
     """
     fig = go.Figure()
-    palette = qualitative.Plotly
 
     def legend(name: str) -> str:
         return f"{name} (AUC {aucs[name]:.3g})" if aucs and name in aucs else name
@@ -35,7 +40,8 @@ def curves_figure(
     for i, (name, (x, y)) in enumerate(curves.items()):
         fig.add_trace(go.Scatter(
             x=np.asarray(x, dtype=float), y=np.asarray(y, dtype=float), mode="lines+markers", name=legend(name),
-            line=dict(color=palette[i % len(palette)]),
+            line=dict(color=PALETTE[i % len(PALETTE)], dash=DASHES[i % len(DASHES)], width=2),
+            marker=dict(symbol=SYMBOLS[i % len(SYMBOLS)], size=7),
             hovertemplate=f"{name}: %{{x:.3g}} \u2192 %{{y:{HOVER_FORMAT}}}<extra></extra>",
         ))
     if random is not None:

@@ -1,0 +1,138 @@
+"""The Evaluate page's words, tables, curve styles and progress: unit tests on the core, then the page."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from rollout_core.faithfulness.perturbation import perturbation_curves_many
+from rollout_core.faithfulness.views import progress_text, readable_summary, readable_table
+from rollout_core.figures import curves_figure
+from test_pages_apptest import assert_clean, page, png, texts
+
+NAN = float("nan")
+
+
+def _table() -> pd.DataFrame:
+    rows = {"rollout": [0.25, 0.5, 40.0, 70.0, NAN, NAN, NAN, 0.5, 0.25],
+            "random": [0.5, 0.5, 45.0, 45.0, NAN, NAN, NAN, 0.0, NAN]}
+    columns = ["deletion_auc", "insertion_auc", "positive_auc", "negative_auc", "pointing_game", "mass_share", "iou",
+               "spearman_gxi", "spearman_ig"]
+    return pd.DataFrame.from_dict(rows, orient="index", columns=columns).rename_axis("method")
+
+
+def test_one_input_table_has_human_rows_units_and_no_empty_columns() -> None:
+    frame, notes = readable_table(_table())
+    assert list(frame.columns) == ["better", "scale", "rollout", "random"]
+    assert list(frame.index) == ["Deletion AUC", "Insertion AUC", "Positive perturbation AUC (Chefer)",
+                                 "Negative perturbation AUC (Chefer)", "Rank agreement with gradient × input",
+                                 "Rank agreement with integrated gradients"]  # no ground truth without a region
+    assert frame.loc["Deletion AUC", "better"] == "lower ↓" and frame.loc["Insertion AUC", "better"] == "higher ↑"
+    assert frame.loc["Positive perturbation AUC (Chefer)", "scale"].startswith("×100")
+    assert frame.loc["Deletion AUC", "scale"].startswith("0–1")
+    assert frame.loc["Negative perturbation AUC (Chefer)", "rollout"] == "70.0"
+    assert frame.loc["Deletion AUC", "rollout"] == "0.250"
+    assert frame.loc["Rank agreement with integrated gradients", "random"] == "n/a"
+    cells = frame.to_numpy().ravel().tolist()
+    assert not any(str(c) in ("None", "nan") for c in cells)
+    assert any("known deciding region" in n for n in notes) and any("× 100" in n for n in notes)
+
+
+def test_summary_table_shows_mean_and_std_and_keeps_ground_truth_when_present() -> None:
+    means, stds = _table(), _table() / 10
+    means["pointing_game"] = [1.0, 0.5]
+    stds["pointing_game"] = [0.0, 0.5]
+    summary = pd.concat({"mean": means, "std": stds}, axis=1).swaplevel(axis=1)
+    frame, notes = readable_summary(summary)
+    assert frame.loc["Pointing game (top point in the region)", "random"] == "0.500 ± 0.500"
+    assert frame.loc["Positive perturbation AUC (Chefer)", "rollout"] == "40.0 ± 4.0"
+    assert "Relevance mass inside the region" not in frame.index
+    assert any("known deciding region" in n for n in notes)
+
+
+def test_every_method_has_its_own_colour_and_dash_and_none_is_the_baselines_grey() -> None:
+    x = [0.0, 0.5, 1.0]
+    names = ["rollout", "flow", "gradient", "attention", "grad_x_input", "integrated_gradients"]
+    fig = curves_figure({n: (x, [1, 0.5, 0]) for n in names}, random=(x, [1, 0.5, 0]))
+    lines = [t.line for t in fig.data[:-1]]
+    colours = [line.color for line in lines]
+    assert len(set(colours)) == len(names) and fig.data[-1].line.color not in colours
+    assert all(a.dash != b.dash for a, b in zip(lines, lines[1:]))  # coinciding neighbours stay visible
+    assert len({t.marker.symbol for t in fig.data[:-1]}) == len(names)
+
+
+def test_progress_text_counts_and_estimates_time_left() -> None:
+    assert progress_text(0, 50, 0.0, "explaining with rollout") == "explaining with rollout · 0/50 model passes"
+    assert progress_text(10, 50, 5.0) == "10/50 model passes · about 20 s left"  # 5 s per 10 -> 40 left: 20 s
+    assert progress_text(1, 101, 2.0, unit="examples") == "1/101 examples · about 3.3 min left"
+
+
+def test_perturbation_progress_reports_every_chunk_and_scores_the_same() -> None:
+    weights = torch.tensor([0.3, -1.0, 2.0, 0.1, 0.7, -0.2], dtype=torch.float64)
+
+    def scorer(keep: torch.Tensor) -> torch.Tensor:
+        logit = keep.double() @ weights
+        return torch.softmax(torch.stack([torch.zeros_like(logit), logit], dim=-1), dim=-1)
+
+    removable = torch.tensor([False, True, True, True, True, True])
+    vectors = [torch.tensor([0, 5, 4, 3, 2, 1.0]), torch.tensor([0, 1, 2, 3, 4, 5.0])]
+    seen: list[tuple[int, int]] = []
+    chunked = perturbation_curves_many(scorer, vectors, removable, target=1, progress=lambda d, t: seen.append((d, t)),
+                                       chunk=4)
+    whole = perturbation_curves_many(scorer, vectors, removable, target=1)
+    total = seen[-1][1]
+    assert seen[-1] == (total, total) and [d for d, _ in seen] == sorted({d for d, _ in seen})
+    assert len(seen) == math.ceil(total / 4) and total <= 2 * 42
+    for a, b in zip(chunked, whole):
+        assert a.auc == b.auc and a.values == b.values
+
+
+def test_evaluate_input_progress_ends_at_its_total(tiny_handle) -> None:  # noqa: ANN001 - fixture
+    from rollout_core.faithfulness.evaluate import evaluate_input
+
+    seen: list[tuple[int, int, str]] = []
+    evaluate_input(tiny_handle("bert"), "the movie was not good", methods=["rollout", "attention"],
+                   progress=lambda d, t, w: seen.append((d, t, w)))
+    done = [d for d, _, _ in seen]
+    assert done == sorted(done) and seen[-1][0] == seen[-1][1]
+    assert [w for _, _, w in seen[:2]] == ["explaining with rollout", "explaining with attention"]
+    assert all(d / t <= 1 for d, t, _ in seen)
+
+
+# ----------------------------------------------------------------------------------------------
+# The page
+
+
+def _frame_cells(at) -> list[str]:  # noqa: ANN001 - AppTest
+    frame = at.dataframe[0].value
+    return [str(c) for c in frame.to_numpy().ravel()] + [str(i) for i in frame.index]
+
+
+def test_evaluate_page_has_readable_labels_and_four_titled_curves(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a good film")
+    at.button[0].click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    cells = _frame_cells(at)
+    assert "Deletion AUC" in cells and not any(c in ("None", "nan") for c in cells)
+    charts = at.get("plotly_chart")
+    assert len(charts) == 4
+    specs = [c.proto.spec for c in charts]
+    assert not any("curve=" in s or '"value"' in s for s in specs)
+    assert any("known deciding region" in c for c in texts(at.caption))
+
+
+def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/evaluate.py", model=str(tiny_model_dir("vit")), modality="image")
+    pixels = np.zeros((40, 40, 3), np.uint8)
+    pixels[:20] = 255
+    at.file_uploader(key="upload").set_value(("half.png", png(pixels), "image/png")).run()
+    at.button[0].click().run()
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    assert at.get("metric") and len(at.get("plotly_chart")) == 4
