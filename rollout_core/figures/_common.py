@@ -111,8 +111,37 @@ def clean_token(token: str) -> str:
     return stripped or token
 
 
-def tick_axis(labels: list[str], limit: int = 60) -> dict:
-    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels."""
+TICK_CHARS = 18
+"""Tick labels longer than this are cut (with "…"); the hover keeps the whole token."""
+TICK_FONT_PX = 12
+CHAR_WIDTH = 0.6
+"""Average glyph width of the tick font, as a fraction of its size (Plotly's default sans-serif)."""
+TITLE_STANDOFF = 12
+"""Pixels between the tick labels and the axis title."""
+TITLE_PX = 16
+
+
+def _tick_labels(labels: list[str], limit: int) -> tuple[list[int], list[str], int]:
     step = max(1, int(np.ceil(len(labels) / limit)))
     idx = list(range(0, len(labels), step))
-    return dict(tickmode="array", tickvals=idx, ticktext=[labels[i] for i in idx])
+    text = [labels[i] if len(labels[i]) <= TICK_CHARS else labels[i][: TICK_CHARS - 1] + "…" for i in idx]
+    angle = -45 if len(idx) > 8 or any(len(t) > 10 for t in text) else 0
+    return idx, text, angle
+
+
+def tick_axis(labels: list[str], limit: int = 60, title: str | None = None) -> dict:
+    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels, cut to
+    TICK_CHARS characters and slanted when many or long; with `title`, the axis title stands off the labels."""
+    idx, text, angle = _tick_labels(labels, limit)
+    axis = dict(tickmode="array", tickvals=idx, ticktext=text, tickangle=angle, automargin=True)
+    if title is not None:
+        axis["title"] = dict(text=title, standoff=TITLE_STANDOFF)
+    return axis
+
+
+def tick_margin(labels: list[str], limit: int = 60) -> int:
+    """Bottom margin (px) that holds `tick_axis`'s labels, the standoff and the axis title without overlap."""
+    _, text, angle = _tick_labels(labels, limit)
+    longest = max((len(t) for t in text), default=1) * CHAR_WIDTH * TICK_FONT_PX
+    extent = longest * abs(np.sin(np.radians(angle))) + TICK_FONT_PX * abs(np.cos(np.radians(angle)))
+    return int(np.ceil(extent)) + 8 + TITLE_STANDOFF + TITLE_PX + 8

@@ -14,6 +14,7 @@ from rollout_core.figures._common import (
     positive_max,
     row_scores,
     tick_axis,
+    tick_margin,
 )
 from rollout_core.figures.image import DEFAULT_COLORMAP, grid_figure, patch_map
 
@@ -65,8 +66,9 @@ def comparison_figure(
         hovertemplate=f"%{{y}}, %{{customdata}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
     ))
     unit = "word" if result.aligned_by_words else "token"
-    fig.update_layout(title=f"Same colour scale on both sides (per {unit})", xaxis=dict(title=unit, **tick_axis(result.units)),
-                      yaxis=dict(autorange="reversed"), height=260, margin=dict(l=60, r=10, t=40, b=60))
+    fig.update_layout(title=f"Same colour scale on both sides (per {unit})", xaxis=tick_axis(result.units, title=unit),
+                      yaxis=dict(autorange="reversed"), height=200 + tick_margin(result.units),
+                      margin=dict(l=60, r=10, t=40, b=tick_margin(result.units)))
     return fig
 
 
@@ -99,9 +101,10 @@ def difference_figure(
             marker=dict(color=diff, colorscale=DIFFERENCE_SCALE, cmin=-bound, cmax=bound, colorbar=dict(title=name)),
             hovertemplate=f"%{{customdata}}: {name} = %{{y:{HOVER_FORMAT}}}<extra></extra>",
         ))
-        fig.update_layout(xaxis=dict(title="word" if result.aligned_by_words else "token", **tick_axis(result.units)),
-                          yaxis=dict(title=name, range=[-bound * 1.05, bound * 1.05]), height=320,
-                          margin=dict(l=50, r=10, t=40, b=60), title=name)
+        fig.update_layout(xaxis=tick_axis(result.units, title="word" if result.aligned_by_words else "token"),
+                          yaxis=dict(title=name, range=[-bound * 1.05, bound * 1.05]),
+                          height=260 + tick_margin(result.units), title=name,
+                          margin=dict(l=50, r=10, t=40, b=tick_margin(result.units)))
     if result.note:
         fig.update_layout(title=f"{name}<br><sub>{_escape(result.note)}</sub>")
     return fig

@@ -10,10 +10,13 @@ from rollout_core.explanation import Explanation
 from rollout_core.figures._common import (
     HOVER_FORMAT,
     SCORE_SCALE,
+    TITLE_STANDOFF,
     _check_layer,
     clean_token,
     model_layer,
     positive_max,
+    tick_axis,
+    tick_margin,
 )
 
 SPECIALS = ("grey", "hide", "show")
@@ -44,10 +47,12 @@ def matrix_heatmap(
     labels = _labels(expl, specials)
     fig.update_layout(
         title=title,
-        xaxis=dict(title="input token (key, column j)", type="category"),
-        yaxis=dict(title="output token (query, row i)", autorange="reversed", type="category"),
+        xaxis=dict(title=dict(text="input token (key, column j)", standoff=TITLE_STANDOFF), type="category",
+                   automargin=True, tickangle=tick_axis(labels)["tickangle"]),
+        yaxis=dict(title=dict(text="output token (query, row i)", standoff=TITLE_STANDOFF), autorange="reversed",
+                   type="category", automargin=True),
         height=max(380, min(900, 14 * len(labels) + 160)),
-        margin=dict(l=80, r=10, t=40, b=80),
+        margin=dict(l=80, r=10, t=40, b=tick_margin(labels)),
     )
     return fig
 

@@ -19,6 +19,7 @@ from rollout_core.figures._common import (
     positive_max,
     row_scores,
     tick_axis,
+    tick_margin,
     view_title,
 )
 
@@ -158,10 +159,10 @@ def score_bar(
     )
     fig.update_layout(
         title=view_title(expl, layer, raw_attention),
-        xaxis=dict(title="word" if level == "word" else "token", **tick_axis(labels)),
+        xaxis=tick_axis(labels, title="word" if level == "word" else "token"),
         yaxis=dict(title="share of the shown mass", range=[0, top * 1.05]),
-        margin=dict(l=50, r=10, t=40, b=60),
-        height=340,
+        margin=dict(l=50, r=10, t=40, b=tick_margin(labels)),
+        height=280 + tick_margin(labels),
     )
     return fig
 
