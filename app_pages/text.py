@@ -81,6 +81,7 @@ if exp is not None:
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
+        views.unknown_warning(exp, handle.processor)
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
     with right:

@@ -26,6 +26,17 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
                                                                                max_value=1.0)})
 
 
+def unknown_warning(exp: Any, tokenizer: Any) -> None:
+    """A warning above the prediction when most of the explained text is the tokenizer's unknown token."""
+    from rollout_core.inputs.unknown import confidence_note, unknown_share
+
+    top = exp.prediction[0] if exp.prediction else None
+    note = confidence_note(unknown_share(tokenizer, exp.text, max(len(exp.tokens), 2)),
+                           None if top is None else top.label, None if top is None else top.probability)
+    if note:
+        st.warning(safe_text(note))
+
+
 def layer_index(layer: int) -> int:
     """The figures' layer index (0 = the first rolled-out layer) of the slider's 1-based `layer`."""
     return layer - 1

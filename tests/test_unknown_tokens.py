@@ -1,0 +1,46 @@
+"""Texts the model cannot read: the share of unknown tokens, the warning above the prediction, on the page."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from rollout_core.inputs.unknown import UnknownShare, confidence_note, unknown_share
+from test_pages_apptest import assert_clean, page, texts
+
+EMOJI = "😍😍 🔥 👍 🎉"
+
+
+def _tokenizer(tiny_model_dir: Callable[[str], Path]):  # noqa: ANN202 - a transformers tokenizer
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_model_dir("bert"))
+
+
+def test_emoji_only_text_is_all_unknown_and_words_are_not(tiny_model_dir: Callable[[str], Path]) -> None:
+    tok = _tokenizer(tiny_model_dir)
+    emoji = unknown_share(tok, EMOJI, 64)
+    assert (emoji.unknown, emoji.total) == (4, 4) and emoji.token == tok.unk_token  # four space-separated pieces
+    assert emoji.spans == ("😍😍", "🔥", "👍", "🎉")
+    mixed = unknown_share(tok, "good 🔥", 64)
+    known = [t for t in tok.tokenize("good") if t != tok.unk_token]
+    assert mixed.unknown == 1 and mixed.total == len(known) + 1
+
+
+def test_the_note_names_the_confidence_and_the_share() -> None:
+    note = confidence_note(UnknownShare(4, 5, "[UNK]"), "POSITIVE", 0.996)
+    assert note.startswith("The model is 99.6% sure of POSITIVE, but 80% of the text's tokens (4 of 5) are unknown")
+    every = confidence_note(UnknownShare(3, 3, "[UNK]"), "NEGATIVE", 0.5)
+    assert "none of the text's 3 tokens is in the model's vocabulary" in every
+    assert confidence_note(UnknownShare(2, 5, "[UNK]"), "POSITIVE", 0.99) is None  # 40%: mostly readable
+    assert confidence_note(UnknownShare(0, 0, "[UNK]"), "POSITIVE", 0.99) is None
+
+
+def test_text_page_warns_above_the_prediction_on_emoji_text(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text=EMOJI)
+    assert_clean(at)
+    (warning,) = [w for w in texts(at.warning) if "unknown" in w or "vocabulary" in w]
+    top = at.get("metric")[0]
+    assert f"{top.value}" in warning and "do not trust its confidence" in warning
+    plain = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    assert_clean(plain)
+    assert not [w for w in texts(plain.warning) if "vocabulary" in w]
