@@ -51,6 +51,7 @@ def layer_view(exp: object, specials: str) -> None:
     st.caption("Download the bars of the layer on screen:")
     views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
                     key="text", stem=views.download_stem(exp, exp.text))
+    param("heads_open", False)
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
@@ -65,8 +66,12 @@ def head_view(exp: object, index: int, specials: str) -> None:
         st.caption("Per-head attention was not kept for this explanation.")
         return
     st.plotly_chart(figures.head_grid(exp, index, specials=specials), key="heads")
-    head = st.pills("Enlarge a head", list(range(exp.head_attention.shape[1])), key="head",
-                    format_func=lambda h: f"head {h + 1}")
+    count = exp.head_attention.shape[1]
+    chosen = param("head", 0, low=0, high=count)  # in the URL 1-based, 0 = none enlarged
+    if "head_pick" not in st.session_state or (st.session_state["head_pick"] or 0) >= count:
+        st.session_state["head_pick"] = chosen - 1 if 0 < chosen <= count else None
+    head = st.pills("Enlarge a head", list(range(count)), key="head_pick", format_func=lambda h: f"head {h + 1}")
+    st.session_state["head"] = 0 if head is None else head + 1
     if head is not None:
         st.plotly_chart(figures.matrix_heatmap(exp, layer=index, head=head, specials=specials), key="head_big")
 

@@ -1,4 +1,4 @@
-"""Texts the model cannot read: the share of unknown tokens, the warning above the prediction, on the page."""
+"""Text page views: texts the model cannot read (unknown-token share and warning), and the head panel in the URL."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -44,3 +44,19 @@ def test_text_page_warns_above_the_prediction_on_emoji_text(tiny_model_dir: Call
     plain = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(plain)
     assert not [w for w in texts(plain.warning) if "vocabulary" in w]
+
+
+def test_the_head_panel_and_the_enlarged_head_come_back_from_the_link(tiny_model_dir: Callable[[str], Path]) -> None:
+    from page_views import chart_count
+
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    assert chart_count(at) == 2  # bars and matrix: the head panel starts closed
+    at.session_state["heads_open"] = True
+    at.run()
+    at.get("button_group")[0].set_value(1).run()  # enlarge the second head
+    assert_clean(at)
+    assert chart_count(at) == 4
+    assert at.query_params.get("heads_open") == "1" and at.query_params.get("head") == "2"
+    shared = page("app_pages/text.py", **{k: v for k, v in at.query_params.items()})
+    assert_clean(shared)
+    assert chart_count(shared) == 4 and shared.get("button_group")[0].value == 1
