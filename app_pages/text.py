@@ -92,15 +92,21 @@ if exp is not None:
     with right:
         layer_view(exp, specials)
 
-    st.subheader("Final matrix")
+    note = figures.matrix_note(exp)
+    st.subheader("Final relevance row" if note else "Final matrix")
     st.checkbox("Hide special tokens (matrix and heads)", key="hide_special")
-    matrix_fig = None
-    if exp.matrix is not None:
+    stem = views.download_stem(exp, exp.text)
+    if note:
+        st.info(note)
+        st.plotly_chart(figures.score_bar(exp), key="matrix")
+        st.download_button("Relevance row (PNG)", lambda: figures.figure_png(figures.score_bar(exp)),
+                           f"{stem}_relevance.png", "image/png", key="text_matrix_png")
+    elif exp.matrix is not None:
         matrix_fig = figures.matrix_heatmap(exp, specials=specials)
         st.plotly_chart(matrix_fig, key="matrix")
+        st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig), f"{stem}_matrix.png",
+                           "image/png", key="text_matrix_png")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
-        st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig),
-                           f"{views.download_stem(exp, exp.text)}_matrix.png", "image/png", key="text_matrix_png")
 
 sync_url()

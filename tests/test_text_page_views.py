@@ -1,6 +1,7 @@
 """Text page views: texts the model cannot read (unknown-token share and warning), and the head panel in the URL."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Callable
 
@@ -60,3 +61,14 @@ def test_the_head_panel_and_the_enlarged_head_come_back_from_the_link(tiny_model
     shared = page("app_pages/text.py", **{k: v for k, v in at.query_params.items()})
     assert_clean(shared)
     assert chart_count(shared) == 4 and shared.get("button_group")[0].value == 1
+
+
+def test_gradient_rollout_shows_its_relevance_row_with_a_reason_instead_of_a_diagonal_matrix(
+        tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="gradient")
+    assert_clean(at)
+    assert any("R = I + Σ Ā·R" in i and "explained row" in i for i in texts(at.info))
+    assert [s.value for s in at.subheader][-1] == "Final relevance row"
+    (chart,) = [c for c in at.get("plotly_chart") if c.proto.id and "matrix" in c.proto.id]
+    assert [t["type"] for t in json.loads(chart.proto.spec)["data"]] == ["bar"]
+    rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")

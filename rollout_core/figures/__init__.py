@@ -11,12 +11,12 @@ from rollout_core.figures.comparison import comparison_figure, difference_figure
 from rollout_core.figures.curves import curves_figure
 from rollout_core.figures.export import figure_png, raster_png, scores_csv, scores_json
 from rollout_core.figures.image import image_overlay, patch_heatmap, patch_map
-from rollout_core.figures.matrix import SPECIALS, head_grid, matrix_heatmap
+from rollout_core.figures.matrix import SPECIALS, head_grid, matrix_heatmap, matrix_note
 from rollout_core.figures.text import legend_html, score_bar, token_highlight_html
 
 __all__ = [
     "COLORMAPS", "DIFFERENCE_SCALE", "SCORE_SCALE", "SPECIALS",
     "comparison_figure", "curves_figure", "difference_figure", "figure_png", "head_grid", "image_overlay",
-    "legend_html", "matrix_heatmap", "patch_heatmap", "patch_map", "raster_png", "row_scores", "score_bar",
+    "legend_html", "matrix_heatmap", "matrix_note", "patch_heatmap", "patch_map", "raster_png", "row_scores", "score_bar",
     "scores_csv", "scores_json", "shared_zmax", "slider_label", "token_highlight_html", "view_title",
 ]

@@ -57,6 +57,26 @@ def matrix_heatmap(
     return fig
 
 
+RELEVANCE_NOTE = (
+    "Gradient-weighted rollout's matrix is R = I + Σ Ā·R over the layers, where Ā is each layer's attention "
+    "weighted by the positive gradient of one class score (Chefer et al. 2021). That gradient only reaches what "
+    "feeds the explained output, so every other row stays the identity plus near-zero terms and the matrix "
+    "looks like a plain diagonal. What it says is in the explained row, shown here: how relevant each token is "
+    "to the class.")
+
+
+def matrix_note(expl: Explanation) -> str | None:
+    """Why the final matrix of `expl` is not drawn (class-specific methods: only the explained row means
+    something, see RELEVANCE_NOTE), or None when the matrix is worth showing."""
+    from rollout_core import methods
+
+    try:
+        spec = methods.get(expl.method)
+    except InputError:  # an explanation of a method this registry does not know: draw its matrix
+        return None
+    return RELEVANCE_NOTE if spec.class_specific else None
+
+
 def head_grid(
     expl: Explanation,
     layer: int,
