@@ -5,12 +5,13 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.inputs import image_input
-from app_pages._lib.layer_explorer import comparison_payload, layer_explorer
+from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
 from rollout_core.figures import slider_label
+from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
@@ -55,6 +56,9 @@ for side, name, allow_pickle, method in (("A", name_a, pickle_a, method_a), ("B"
 a, b = results
 
 
+SIDES = {"shared": "One scale for both sides", "each": "Each side its own scale"}
+
+
 @st.fragment
 def layer_view(a: object, b: object) -> None:
     """Both sides, their agreement and difference at the slider's layer, switched in the browser."""
@@ -62,7 +66,16 @@ def layer_view(a: object, b: object) -> None:
     if a.num_layers != b.num_layers:
         st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
                    "(each side shows its own layer of that number).")
-    layer_explorer(comparison_payload(a, b), layers, label=slider_label(a.method, b.method))
+    param("sides", "shared", tuple(SIDES))
+    left, right = st.columns(2)
+    sides = left.radio("Colour scale", list(SIDES), key="sides", horizontal=True, format_func=SIDES.__getitem__,
+                       help="One scale: colours compare across the sides. Each its own: a side much fainter "
+                            "than the other stays visible (its legend shows its range).")
+    with right:
+        shared = shared_scale_toggle()
+    controls = {OVERLAY_OPACITY: DEFAULT_OPACITY} if a.kind == "image" else None
+    layer_explorer(comparison_payload(a, b, sides, shared), layers, controls=controls,
+                   label=slider_label(a.method, b.method))
     sync_url()
 
 
@@ -79,6 +92,6 @@ if a is not None and b is not None:
                     "character offsets, and the comparison is per word.")
         if result.note:
             st.caption(safe_text(result.note))
-        st.subheader("Layer by layer: both sides on one scale, their agreement and difference")
+        st.subheader("Layer by layer: both sides, their agreement and difference")
         layer_view(a, b)
 sync_url()

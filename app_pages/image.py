@@ -11,9 +11,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.figures.image import DEFAULT_COLORMAP
-from rollout_core.figures.layer_views import OVERLAY_OPACITY
-
-DEFAULT_OPACITY = 0.55
+from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 
 st.title("Image")
 

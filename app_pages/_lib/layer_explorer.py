@@ -81,8 +81,10 @@ def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) 
 
 
 @st.cache_resource(**_CACHE)
-def comparison_payload(a: Explanation, b: Explanation) -> dict[str, Any]:
-    return layer_views.views_payload(layer_views.comparison_views(a, b))
+def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", shared_scale: bool = False,
+                       colormap: str = layer_views.DEFAULT_COLORMAP) -> dict[str, Any]:
+    return layer_views.views_payload(layer_views.comparison_views(a, b, sides=sides, shared_scale=shared_scale,
+                                                                  colormap=colormap))
 
 
 def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",

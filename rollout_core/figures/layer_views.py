@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from rollout_core import compare
 from rollout_core.explanation import Explanation
-from rollout_core.figures._common import row_scores
+from rollout_core.figures._common import row_scores, view_title
 from rollout_core.figures.comparison import difference_figure, shared_zmax
 from rollout_core.figures.image import DEFAULT_COLORMAP, image_overlay, patch_heatmap
 from rollout_core.figures.text import score_bar, token_highlight_html
@@ -61,6 +61,8 @@ class TraceControl:
 
 OVERLAY_OPACITY = TraceControl("opacity", "Overlay opacity", "patches", "opacity", 0.0, 1.0, 0.05)
 """The opacity of the map over the image (`image_overlay`'s "patches" trace)."""
+DEFAULT_OPACITY = 0.55
+"""Its starting value on the pages."""
 
 
 def view_key(layer: int, raw: bool) -> str:
@@ -112,32 +114,63 @@ def image_views(expl: Explanation, *, opacity: float = 0.5, colormap: str = DEFA
     return layer_views(expl.num_layers, draw)
 
 
-def comparison_views(a: Explanation, b: Explanation) -> dict[str, LayerView]:
-    """Both sides (on one scale), their agreement and difference at every slider position up to the shorter
-    model's depth (each side shows its own layer of that number)."""
-    layers = min(a.num_layers, b.num_layers)
-    tops = scale_tops(a, b, num_layers=layers)
+SIDE_SCALES = ("shared", "each")
+"""Compare's colour scales: both sides on one scale, or each side on its own (a faint side stays visible)."""
 
-    def side(expl: Explanation, name: str, index: int, raw: bool, key: str) -> tuple[str, tuple[go.Figure, ...]]:
-        view = dict(layer=index, raw_attention=raw, zmax=tops[raw])
+
+def _side_tops(a: Explanation, b: Explanation, layers: int, sides: str, shared_scale: bool
+               ) -> Callable[[int, bool], tuple[float | None, float | None]]:
+    """(top of A, top of B) at (layer index, raw): one over both sides or each its own (`sides`), per layer or
+    over every layer (`shared_scale`); None = that figure's own largest value."""
+    if sides not in SIDE_SCALES:
+        raise ValueError(f"sides must be one of {SIDE_SCALES}, not {sides!r}")
+    if sides == "shared":
+        if shared_scale:
+            tops = scale_tops(a, b, num_layers=layers)
+            return lambda index, raw: (tops[raw], tops[raw])
+        return lambda index, raw: (shared_zmax(a, b, layer=index, raw_attention=raw),) * 2
+    if shared_scale:
+        top_a, top_b = scale_tops(a, num_layers=layers), scale_tops(b, num_layers=layers)
+        return lambda index, raw: (top_a[raw], top_b[raw])
+    return lambda index, raw: (None, None)
+
+
+def comparison_views(a: Explanation, b: Explanation, *, sides: str = "shared", shared_scale: bool = False,
+                     colormap: str = DEFAULT_COLORMAP, opacity: float = 0.5) -> dict[str, LayerView]:
+    """Both sides, their agreement and difference at every slider position up to the shorter model's depth
+    (each side shows its own layer of that number). Colour scales: `sides` "shared" (one for both) or "each",
+    per layer unless `shared_scale` (one over every layer). Images: each side's map over its photo, titled
+    with its model and method."""
+    layers = min(a.num_layers, b.num_layers)
+    tops = _side_tops(a, b, layers, sides, shared_scale)
+    header = {"A": f"A: {a.model_name}, {a.method}", "B": f"B: {b.model_name}, {b.method}"}
+
+    def side(expl: Explanation, name: str, index: int, raw: bool, key: str, top: float | None
+             ) -> tuple[str, tuple[go.Figure, ...]]:
+        view = dict(layer=index, raw_attention=raw, zmax=top)
         if expl.kind == "text":
             return token_highlight_html(expl, marker=f"{name}-{key}", **view), ()
-        return f'<div class="image-view" data-view="{name}-{key}"></div>', (patch_heatmap(expl, **view),)
+        fig = image_overlay(expl, opacity=opacity, colormap=colormap, **view)
+        fig.update_layout(title=html.escape(f"{header[name]} · {view_title(expl, index, raw)}"))
+        return "", (fig,)
 
     def draw(index: int, raw: bool, key: str) -> LayerView:
         result = compare.compare(a, b, scores_a=row_scores(a, index, raw),
                                  scores_b=row_scores(b, index, raw))
-        (html_a, figs_a), (html_b, figs_b) = side(a, "A", index, raw, key), side(b, "B", index, raw, key)
+        top_a, top_b = tops(index, raw)
+        (html_a, figs_a), (html_b, figs_b) = side(a, "A", index, raw, key, top_a), side(b, "B", index, raw, key, top_b)
         spearman = "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}"
         agreement = (f'<p class="agreement" data-view="{key}"><b>Spearman rank correlation</b> {spearman} · '
                      f'<b>top-{result.k} overlap</b> {result.top_k_overlap:.0%} · '
                      f'<b>units compared</b> {len(result.units)}</p>')
-        columns = "".join(f'<div style="flex:1;min-width:0"><p><b>{html.escape(title)}</b></p>{body}</div>'
-                          for title, body in ((f"A: {a.model_name}, {a.method}", html_a),
-                                              (f"B: {b.model_name}, {b.method}", html_b)))
+        columns = ""
+        if a.kind == "text":
+            columns = "".join(f'<div style="flex:1;min-width:0"><p><b>{html.escape(header[name])}</b></p>{body}</div>'
+                              for name, body in (("A", html_a), ("B", html_b)))
+            columns = f'<div style="display:flex;gap:1.5em">{columns}</div>'
         summaries = (f"A: {summarize(a, layer=index, raw_attention=raw)}\n\n"
                      f"B: {summarize(b, layer=index, raw_attention=raw)}")
-        return LayerView(html=f'<div style="display:flex;gap:1.5em">{columns}</div>{agreement}',
+        return LayerView(html=f"{columns}{agreement}",
                          figures=figs_a + figs_b + (difference_figure(a, b, layer=index, raw_attention=raw,
                                                                       comparison=result),),
                          summary=summaries)

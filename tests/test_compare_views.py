@@ -1,0 +1,65 @@
+"""Compare's colour scales (one for both sides or each its own) and its image sides (photo under each map)."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+
+from page_views import explorers, view_at
+from rollout_core.figures import layer_views
+from rollout_core.figures.layer_views import view_key
+from test_figures import _image_expl
+from test_pages_apptest import assert_clean, page, texts
+
+
+def _pair():
+    strong = np.array([[0.8, 0.1], [0.05, 0.05]])
+    faint = np.array([[0.2, 0.3], [0.25, 0.25]])  # shares of the shown mass: both sum to 1
+    a, b = _image_expl(strong), _image_expl(faint)
+    return a, b
+
+
+def _patch_tops(view) -> list[float]:
+    return [next(t for t in fig.data if t.name == "patches").zmax for fig in view.figures[:2]]
+
+
+def test_one_scale_for_both_sides_is_the_larger_maximum() -> None:
+    a, b = _pair()
+    view = layer_views.comparison_views(a, b)[view_key(1, False)]
+    assert _patch_tops(view) == pytest.approx([0.8, 0.8])  # the faint side on the strong side's scale
+
+
+def test_each_side_its_own_scale_keeps_the_faint_side_visible() -> None:
+    a, b = _pair()
+    view = layer_views.comparison_views(a, b, sides="each")[view_key(1, False)]
+    assert _patch_tops(view) == pytest.approx([0.8, 0.3])
+    with pytest.raises(ValueError):
+        layer_views.comparison_views(a, b, sides="both")
+
+
+def test_image_sides_draw_the_photo_under_a_titled_map() -> None:
+    a, b = _pair()
+    view = layer_views.comparison_views(a, b)[view_key(1, False)]
+    for fig, side in zip(view.figures[:2], "AB"):
+        assert [t.name for t in fig.data] == ["image", "patches"]
+        assert fig.layout.title.text.startswith(f"{side}: hand, rollout · ")
+    assert "<p><b></b></p>" not in view.html and "image-view" not in view.html  # no empty headers
+    a.model_name = "<b>x</b>"
+    fig = layer_views.comparison_views(a, b)[view_key(1, False)].figures[0]
+    assert "<b>" not in fig.layout.title.text and "&lt;b&gt;" in fig.layout.title.text
+
+
+def test_compare_page_on_images_offers_both_scales_and_overlays(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/compare.py", model=str(tiny_model_dir("vit")), modality="image", sides="each")
+    assert_clean(at)
+    assert not at.error, texts(at.error)
+    assert at.radio(key="sides").value == "each"
+    (data,) = explorers(at)
+    shown = view_at(data)
+    assert [[t["name"] for t in fig["data"]] for fig in shown["figures"][:2]] == [["image", "patches"]] * 2
+    assert [c["key"] for c in data["controls"]] == ["opacity"]
+    at.radio(key="sides").set_value("shared").run()
+    assert_clean(at)
+    assert "sides" not in at.query_params  # the default is not written into the link
