@@ -4,7 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
-from app_pages._lib.inputs import image_input
+from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
@@ -12,7 +12,6 @@ from app_pages._lib.state import param, sync_url
 from rollout_core import compare
 from rollout_core.figures import slider_label
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
-from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
 
@@ -38,8 +37,7 @@ with st.sidebar:
         method_b = method_settings(key="b_")
 
 if modality == "text":
-    param("text", EXAMPLE_SENTENCES[0])
-    source = st.text_area("Text", key="text", height=80, max_chars=200_000)
+    source = text_input()
     explain = core.explain_text
 else:
     source = image_input().data

@@ -7,10 +7,9 @@ from typing import Callable
 import streamlit as st
 
 from app_pages._lib import core
-from app_pages._lib.inputs import image_input
+from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
-from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.faithfulness.evaluate import METHODS, REFERENCES
 from rollout_core.faithfulness.perturbation import CURVES
 from rollout_core.faithfulness.views import curve_figure, progress_text, readable_summary, readable_table
@@ -50,8 +49,7 @@ def _progress(bar: object, unit: str = "model passes") -> Callable[..., None]:
 
 with one:
     if modality == "text":
-        param("text", EXAMPLE_SENTENCES[0])
-        source = st.text_area("Text", key="text", height=80, max_chars=200_000)
+        source = text_input()
     else:
         source = image_input().data
     if st.button("Evaluate this input", type="primary", disabled=not methods) and source is not None:

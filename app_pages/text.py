@@ -4,6 +4,7 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib import core, views
+from app_pages._lib.inputs import text_input
 from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
@@ -15,8 +16,6 @@ st.title("Text")
 
 name, allow_pickle, method = model_and_method("text")
 
-param("text", EXAMPLE_SENTENCES[0])
-
 
 def _use_example() -> None:
     st.session_state["text"] = st.session_state["example"]
@@ -24,7 +23,7 @@ def _use_example() -> None:
 
 st.selectbox("Example sentences", EXAMPLE_SENTENCES, key="example", index=None, placeholder="Pick an example…",
              on_change=_use_example)
-text = st.text_area("Text to explain", key="text", height=90, max_chars=200_000)
+text = text_input("Text to explain", height=90)
 
 handle = core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle)
 labels: tuple[str, ...] | None = None

@@ -78,3 +78,19 @@ def test_a_link_to_an_upload_this_server_lacks_says_so_and_shows_no_other_image(
     at.selectbox(key="example").set_value("coffee").run()  # picking an example drops the link's upload
     assert_clean(at)
     assert "upload" not in at.query_params and not at.error and chart_count(at) == 2
+
+
+def test_a_text_too_long_for_the_link_is_named_by_its_hash_and_restored(tiny_model_dir: Callable[[str], Path]) -> None:
+    model = str(tiny_model_dir("bert"))
+    long_text = "a good film. " * 160  # 2080 characters: more than a link carries
+    at = page("app_pages/text.py", model=model)
+    at.text_area(key="text").set_value(long_text).run()
+    assert_clean(at)
+    assert "text" not in at.query_params
+    assert at.query_params.get("text_id") == hashlib.sha256(long_text.encode("utf-8")).hexdigest()[:16]
+    shared = page("app_pages/text.py", **{k: v for k, v in at.query_params.items()})
+    assert_clean(shared)
+    assert shared.text_area(key="text").value == long_text and not shared.error
+    gone = page("app_pages/text.py", model=model, text_id="0123456789abcdef")
+    assert_clean(gone)
+    assert any("long text" in e and "does not have" in e for e in texts(gone.error))

@@ -1,8 +1,9 @@
-"""The image picker every page shares: an upload or a bundled example, and the upload's name in the URL.
+"""The inputs every page shares: the image picker (an upload or a bundled example) and the text area, with
+their names in the URL.
 
 An upload is kept in a bounded server-side store (`rollout_core.inputs.upload_store`) and named in the URL
 by its content hash (`upload=<digest>`, replacing `example=`), so a shared link shows that upload, or says
-plainly that this server no longer has it, never another image.
+plainly that this server no longer has it, never another image. A text too long for a URL goes the same way.
 """
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ import streamlit as st
 
 from app_pages._lib import core
 from app_pages._lib.safe import safe_text
-from app_pages._lib.state import param
+from app_pages._lib.state import MAX_URL_TEXT, param
 from rollout_core.data.example_images import example_images
+from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.inputs.upload_store import UploadStore, is_digest
 
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
@@ -91,3 +93,28 @@ def _stored_upload(named: str, names: list[str], example_label: str) -> ImageCho
         st.selectbox(example_label, names, key="example", index=None, placeholder="Pick an example…",
                      on_change=_forget_upload)
     return ImageChoice(None, "upload") if stored is None else ImageChoice(stored.data, stored.name)
+
+
+TEXT_PARAM = "text_id"
+
+
+def text_input(label: str = "Text", height: int = 80) -> str:
+    """The URL-backed text area. A text too long for the URL is kept in the upload store and named in the
+    link as `text_id=<digest>`; a link whose long text this server lacks says so (the default text is shown)."""
+    named = st.query_params.get(TEXT_PARAM)
+    if "text" not in st.session_state and named is not None:
+        stored = upload_store().get(named) if is_digest(named) else None
+        if stored is None:
+            st.error(safe_text(f"This link names a long text (text_id={named[:40]}) that this server does not "
+                               "have: texts too long for a link are kept for a limited time and count, and not "
+                               "across restarts. The default text is shown instead; paste the text again."))
+            del st.query_params[TEXT_PARAM]
+        else:
+            st.session_state["text"] = stored.data.decode("utf-8")
+    param("text", EXAMPLE_SENTENCES[0])
+    text = st.text_area(label, key="text", height=height, max_chars=200_000)
+    if len(text) > MAX_URL_TEXT:
+        st.query_params[TEXT_PARAM] = upload_store().put(text.encode("utf-8"), "text")
+    elif TEXT_PARAM in st.query_params:
+        del st.query_params[TEXT_PARAM]
+    return text
