@@ -94,3 +94,22 @@ def test_a_text_too_long_for_the_link_is_named_by_its_hash_and_restored(tiny_mod
     gone = page("app_pages/text.py", model=model, text_id="0123456789abcdef")
     assert_clean(gone)
     assert any("long text" in e and "does not have" in e for e in texts(gone.error))
+
+
+def test_evaluate_starts_from_the_text_and_the_upload_of_the_page_the_user_came_from(
+        tiny_model_dir: Callable[[str], Path]) -> None:
+    from streamlit.testing.v1 import AppTest
+
+    from test_pages_apptest import APP, TIMEOUT
+
+    image = page("app_pages/image.py", model=str(tiny_model_dir("vit")))
+    content = _image()
+    image.file_uploader(key="upload").set_value(("green.png", content, "image/png")).run()
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["_last_text"] = "the text typed on the Text page"  # what text_input left in the session
+    at.session_state["_upload_mine"] = image.query_params["upload"]  # what image_input left in the session
+    at.switch_page("app_pages/evaluate.py").run()
+    assert at.text_area(key="text").value == "the text typed on the Text page"
+    at.radio(key="modality").set_value("image").run()
+    assert_clean(at)
+    assert any("green.png" in c for c in texts(at.caption)) and not at.error

@@ -96,10 +96,12 @@ def _stored_upload(named: str, names: list[str], example_label: str) -> ImageCho
 
 
 TEXT_PARAM = "text_id"
+_LAST_TEXT = "_last_text"
 
 
 def text_input(label: str = "Text", height: int = 80) -> str:
-    """The URL-backed text area. A text too long for the URL is kept in the upload store and named in the
+    """The URL-backed text area, starting from the text of the last page that had one (so Evaluate and Compare
+    run on the Text page's input). A text too long for the URL is kept in the upload store and named in the
     link as `text_id=<digest>`; a link whose long text this server lacks says so (the default text is shown)."""
     named = st.query_params.get(TEXT_PARAM)
     if "text" not in st.session_state and named is not None:
@@ -111,8 +113,11 @@ def text_input(label: str = "Text", height: int = 80) -> str:
             del st.query_params[TEXT_PARAM]
         else:
             st.session_state["text"] = stored.data.decode("utf-8")
+    if "text" not in st.session_state and "text" not in st.query_params and _LAST_TEXT in st.session_state:
+        st.session_state["text"] = st.session_state[_LAST_TEXT]  # the text of the page the user came from
     param("text", EXAMPLE_SENTENCES[0])
     text = st.text_area(label, key="text", height=height, max_chars=200_000)
+    st.session_state[_LAST_TEXT] = text
     if len(text) > MAX_URL_TEXT:
         st.query_params[TEXT_PARAM] = upload_store().put(text.encode("utf-8"), "text")
     elif TEXT_PARAM in st.query_params:
