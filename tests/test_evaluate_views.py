@@ -136,3 +136,15 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric") and len(at.get("plotly_chart")) == 4
+
+
+def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001
+    from rollout_core.faithfulness import attribution
+    from rollout_core.faithfulness.scoring import prepare_text
+
+    prepared = prepare_text(tiny_handle("bert"), "the movie was not good")
+    seen: list[int] = []
+    with_progress = attribution.integrated_gradients(prepared, 1, steps=20, progress=seen.append)
+    plain = attribution.integrated_gradients(prepared, 1, steps=20)
+    assert seen[:3] == [8, 16, 20] and seen[-1] == 20  # 20 steps in passes of 8
+    assert torch.allclose(with_progress, plain, atol=1e-6)

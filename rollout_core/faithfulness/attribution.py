@@ -14,12 +14,16 @@ input already is a differentiable function x -> logits; nothing has to be patche
 """
 from __future__ import annotations
 
+from typing import Any, Callable
+
 import numpy as np
 import torch
 
 from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
 
 IG_STEPS = 32
+PROGRESS_BATCH = 8
+"""Integration steps per forward pass when progress is reported (so a long integration reports 4 times)."""
 
 
 def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
@@ -33,19 +37,31 @@ def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
 
 
 def integrated_gradients(
-    prepared: PreparedInput, target: int, *, steps: int = IG_STEPS, return_delta: bool = False
+    prepared: PreparedInput, target: int, *, steps: int = IG_STEPS, return_delta: bool = False,
+    progress: Callable[[int], None] | None = None,
 ) -> torch.Tensor | tuple[torch.Tensor, float]:
     """(n,) integrated gradients of the target logit from the removal baseline, summed per position.
 
     With `return_delta`, also captum's completeness gap sum(attributions) - (f(x) - f(baseline)).
+    With `progress`, the steps run PROGRESS_BATCH at a time and progress(steps done) follows each pass.
     """
     from captum.attr import IntegratedGradients
 
+    forward, batch, done = prepared.forward, MAX_BATCH, [0]
+    if progress is not None:
+        batch = PROGRESS_BATCH
+
+        def forward(inputs: torch.Tensor, *args: Any) -> torch.Tensor:
+            out = prepared.forward(inputs, *args)
+            done[0] += int(inputs.shape[0])
+            progress(min(done[0], int(steps)))  # captum's completeness check adds two rows at the end
+            return out
+
     x = prepared.x.detach().clone().requires_grad_(True)
     with torch.enable_grad():
-        attr, delta = IntegratedGradients(prepared.forward).attribute(
+        attr, delta = IntegratedGradients(forward).attribute(
             x, baselines=prepared.baseline.detach(), target=int(target), n_steps=int(steps),
-            internal_batch_size=MAX_BATCH, return_convergence_delta=True)
+            internal_batch_size=batch, return_convergence_delta=True)
     scores = prepared.to_positions(attr[0].detach())
     return (scores, float(delta.detach().abs().max())) if return_delta else scores
 

@@ -215,7 +215,10 @@ def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: i
     report(done, before + bound, "gradient × input (reference)")
     gxi = attribution.input_x_gradient(prepared, target)
     report(done + 1, before + bound, "integrated gradients (reference)")
-    references = {"grad_x_input": gxi, "integrated_gradients": attribution.integrated_gradients(prepared, target)}
+    steps = None if progress is None else (lambda k: report(done + 1 + k, before + bound,
+                                                            f"integrated gradients (reference, step {k})"))
+    references = {"grad_x_input": gxi,
+                  "integrated_gradients": attribution.integrated_gradients(prepared, target, progress=steps)}
     importances: dict[str, list[torch.Tensor]] = {
         m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
