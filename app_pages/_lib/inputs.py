@@ -64,7 +64,9 @@ def image_input(label: str = "Upload an image (png, jpeg, webp, bmp, gif: first 
             del st.query_params["example"]
         return ImageChoice(data, upload.name)
     names = list(examples)
-    named = st.query_params.get(UPLOAD_PARAM) or st.session_state.get(_MINE)
+    named = st.query_params.get(UPLOAD_PARAM)
+    if named is None and "example" not in st.query_params:  # a link naming an example wins over the session's
+        named = st.session_state.get(_MINE)
     if named is not None:
         return _stored_upload(named, names, example_label)
     if not names:
