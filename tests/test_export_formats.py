@@ -116,3 +116,10 @@ def test_show_writes_the_page_and_returns_its_path(tmp_path):
 
 def test_explorer_script_keeps_the_export_the_standalone_page_rewrites():
     assert standalone.explorer_asset("js").count("export default function (component)") == 1
+
+
+def test_standalone_page_refuses_a_layer_outside_the_explanation():
+    from rollout_core.errors import InputError
+
+    with pytest.raises(InputError, match="outside 0..1"):
+        _expl().to_html(layer=2)

@@ -17,6 +17,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import slider_label
@@ -76,7 +77,7 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
         views = {key: layer_views.LayerView(html=v.html, summary=v.summary) for key, v in views.items()}
     position = expl.num_layers if layer is None else int(layer) + 1
     if not 1 <= position <= expl.num_layers:
-        raise ValueError(f"layer must be between 0 and {expl.num_layers - 1}, got {layer}")
+        raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
     return {"payload": layer_views.views_payload(views), "layers": expl.num_layers, "layer": position,
             "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": RAW_LABEL,
             "plotly_url": "inline" if figures else "", "controls": controls}
