@@ -22,7 +22,8 @@ from rollout_core.models import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-SOURCES = ("pyproject.toml", "README.md", "app.py", ".streamlit", "app_pages", "rollout_core", "rollout_dashboard")
+SOURCES = ("pyproject.toml", "README.md", "build_hooks", "app.py", ".streamlit", "app_pages", "rollout_core",
+           "rollout_dashboard")
 """What the wheel is built from (copied out first, so the build leaves nothing in the checkout)."""
 SENTENCE = "The food was cold and the waiter was rude."
 
@@ -86,7 +87,7 @@ def _shipped_files() -> set[str]:
             if path.is_file() and "__pycache__" not in path.parts and path.suffix != ".pyc":
                 out.add(prefix + path.relative_to(ROOT / base).as_posix())
     return out | {"rollout_dashboard/app/app.py", "rollout_dashboard/app/.streamlit/config.toml",
-                  "rollout_dashboard/launch.py"}
+                  "rollout_dashboard/app/static/plotly.min.js", "rollout_dashboard/launch.py"}
 
 
 @pytest.mark.slow
@@ -137,6 +138,8 @@ def test_wheel_in_a_fresh_venv_runs_the_cli_the_api_and_the_dashboard(tmp_path):
             except OSError:
                 time.sleep(0.3)
         assert answer == "ok", server.stderr.read() if server.poll() is not None else "no answer in 90 s"
+        served = urllib.request.urlopen(f"http://127.0.0.1:{port}/app/static/plotly.min.js", timeout=10).read()
+        assert served.startswith(b"/**\n* plotly.js v")  # shipped in the wheel, served by static file serving
     finally:
         server.terminate()
         server.wait(timeout=30)
