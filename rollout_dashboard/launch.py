@@ -53,4 +53,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print('error: the dashboard needs Streamlit: pip install "rollout-dashboard[app]"', file=sys.stderr)
         return 2
     os.execv(sys.executable, args)
-    return 0  # not reached

@@ -60,6 +60,15 @@ def test_requirements_check_catches_a_pin_outside_the_range():
     assert not Requirement("transformers>=5.24,<6").specifier.contains("5.23.0")
 
 
+def test_launcher_runs_the_checkouts_app_with_its_config_and_passes_options_on():
+    from rollout_dashboard import launch
+
+    cmd = launch.command(["--server.port=8600", "--server.maxUploadSize=5"])
+    assert cmd[1:4] == ["-m", "streamlit", "run"] and cmd[4] == str(ROOT / "app.py")
+    assert "--server.enableStaticServing=true" in cmd and "--server.maxUploadSize=20" in cmd
+    assert cmd[-2:] == ["--server.port=8600", "--server.maxUploadSize=5"]  # given last: they win
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
