@@ -68,6 +68,9 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
                   opacity: float = DEFAULT_OPACITY) -> dict[str, Any]:
     """The explorer's `data` for `expl`, starting at layer index `layer` (None: the last layer) in the given
     mode; `figures=False` leaves the Plotly figures out (text: the highlight and summary only)."""
+    position = expl.num_layers if layer is None else int(layer) + 1
+    if not 1 <= position <= expl.num_layers:
+        raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
     if expl.kind == "image":
         views = layer_views.image_views(expl, colormap=colormap)
         controls = [layer_views.OVERLAY_OPACITY.spec(opacity)]
@@ -75,9 +78,6 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
         views, controls = layer_views.text_views(expl), []
     if not figures:
         views = {key: layer_views.LayerView(html=v.html, summary=v.summary) for key, v in views.items()}
-    position = expl.num_layers if layer is None else int(layer) + 1
-    if not 1 <= position <= expl.num_layers:
-        raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
     return {"payload": layer_views.views_payload(views), "layers": expl.num_layers, "layer": position,
             "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": RAW_LABEL,
             "plotly_url": "inline" if figures else "", "controls": controls}
