@@ -58,7 +58,8 @@ def layer_view(exp: object, scale: str) -> None:
         "Overlay": lambda: figures.image_overlay(exp, layer=index, raw_attention=raw, opacity=opacity,
                                                  colormap=scale),
         "Patch grid": lambda: figures.patch_heatmap(exp, layer=index, raw_attention=raw, colormap=scale),
-    }, key="image", stem=views.download_stem(exp, source))
+    }, key="image", stem=views.download_stem(exp, source),
+       view=dict(layer=index, raw_attention=raw, colormap=scale, opacity=opacity))
     sync_url()
 
 

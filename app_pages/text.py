@@ -48,9 +48,9 @@ def layer_view(exp: object, specials: str) -> None:
     layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
                                 label=figures.slider_label(exp.method))
     index = views.layer_index(layer)
-    st.caption("Download the bars of the layer on screen:")
+    st.caption("Downloads of the layer on screen:")
     views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
-                    key="text", stem=views.download_stem(exp, exp.text))
+                    key="text", stem=views.download_stem(exp, exp.text), view=dict(layer=index, raw_attention=raw))
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:

@@ -1,10 +1,11 @@
 """The layer slider and the views it drives, switched in the browser.
 
 Every slider position is drawn once by `rollout_core.figures.layer_views` and sent with the page; the
-component (layer_explorer.js, a Streamlit v2 component mounted in the page, not an iframe) swaps views on
-each move without a server round trip, then reports the chosen position (debounced) so the URL and the
-server-side views that follow the layer (the per-head grid) catch up. plotly.js is served by Streamlit's
-static file serving from `static/` beside app.py (copied there from the installed plotly package).
+component (rollout_core/figures/layer_explorer.js, shared with the standalone HTML file; here a Streamlit v2
+component mounted in the page, not an iframe) swaps views on each move without a server round trip, then
+reports the chosen position (debounced) so the URL and the server-side views that follow the layer (the
+per-head grid) catch up. plotly.js is served by Streamlit's static file serving from `static/` beside app.py
+(copied there from the installed plotly package).
 """
 from __future__ import annotations
 
@@ -20,10 +21,10 @@ from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import slider_label
+from rollout_core.figures.standalone import RAW_LABEL, explorer_asset
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
-RAW_LABEL = "Show this layer's own attention instead"
 SHARED_LABEL = "One colour scale for all layers"
 SHARED_HELP = ("Off (default): each layer is coloured from 0 to its own largest value (shown on its legend), so a "
                "faint late layer stays visible. On: every layer of a mode on one scale, to compare their strength.")
@@ -36,8 +37,8 @@ def shared_scale_toggle() -> bool:
 
 _COMPONENT = st.components.v2.component(
     "rollout_layer_explorer",
-    js=(Path(__file__).with_name("layer_explorer.js")).read_text(encoding="utf-8"),
-    css=(Path(__file__).with_name("layer_explorer.css")).read_text(encoding="utf-8"),
+    js=explorer_asset("js"),
+    css=explorer_asset("css"),
     isolate_styles=False,  # Plotly puts its stylesheet in the document head; a shadow root would not see it
 )
 
