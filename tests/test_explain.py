@@ -263,6 +263,30 @@ def test_lowmem_capture_matches_full(tiny_handle, monkeypatch):
     assert explain_text(handle, SENTENCE).settings["capture"] == "lowmem"
 
 
+
+@pytest.mark.parametrize("kind", ["bert", "vit"])
+def test_a_failing_model_reads_the_same_on_both_captures(tiny_handle, kind):
+    """A model whose own code raises mid-forward: UnsupportedModelError with the same message either way."""
+    handle = tiny_handle(kind)
+    layer = next(m for m in handle.model.modules() if type(m).__name__.endswith("Layer"))  # the first block
+
+    def broken(module, args, output):
+        raise RuntimeError("shape mismatch in a custom layer")
+
+    hook = layer.register_forward_hook(broken)
+    messages = {}
+    try:
+        for mode in ("full", "lowmem"):
+            with pytest.raises(UnsupportedModelError) as err:
+                if kind == "bert":
+                    explain_text(handle, SENTENCE, capture=mode)
+                else:
+                    explain_image(handle, np.zeros((32, 32, 3), dtype=np.uint8), capture=mode)
+            messages[mode] = str(err.value)
+    finally:
+        hook.remove()
+    assert messages["full"] == messages["lowmem"] == "the model failed on this input: shape mismatch in a custom layer"
+
 def test_keep_heads(tiny_handle):
     handle = tiny_handle("llama")  # grouped-query attention: 4 query heads, 2 key/value heads
     e = explain_text(handle, "the cat sat", keep_heads=True)

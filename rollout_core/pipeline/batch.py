@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from rollout_core import capture, methods
+from rollout_core import capture, lowmem, methods
 from rollout_core.errors import InputError
 from rollout_core.explanation import Prediction
 from rollout_core.maths.rollout import layer_attention
@@ -54,13 +54,22 @@ def explain_batch(
     handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
     head: Head, targets: list[Any], opts: Options,
 ) -> BatchResult:
+    """One padded batch through the capture (full, or streaming when chosen) and the method."""
     spec = families.spec_for(handle.config)
     pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
     patches = None if layout is None else layout.patch_positions.to(real.device)
     pooled = families.row_weights(pooling, real, patches)
-    mask = real.long() if "attention_mask" in inputs else None
     if _use_lowmem(handle, opts, real.shape):
-        return _lowmem_batch(handle, inputs, real, head, targets, opts, pooled, pooling, mask)
+        return _streamed_batch(handle, inputs, real, head, targets, opts, pooled, pooling)
+    return _full_batch(handle, inputs, real, layout, head, targets, opts, pooled, pooling)
+
+
+def _full_batch(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
+    head: Head, targets: list[Any], opts: Options, pooled: torch.Tensor, pooling: str,
+) -> BatchResult:
+    """The full capture (`capture.run`): every layer's attention, the method computed from it."""
+    mask = real.long() if "attention_mask" in inputs else None
     found: dict[str, HeadResult] = {}
     method = methods.get(opts.method)
 
@@ -78,32 +87,21 @@ def explain_batch(
                                hidden_states=method.needs_hidden_states)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
-    description = _row_description(pooling, result.weights is not None, real)
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
                                                       full_matrix=layout is None, recorded=recorded))
-    layer_rows, matrix = out.layer_rows, out.matrix
-    scores = layer_rows[-1]
     w = weights.to(layer_att.dtype)
-    heads = torch.stack(atts[s:e]) if opts.keep_heads else None
-    return BatchResult(
-        n=real.shape[1], scores=scores, layer_scores=layer_rows,
-        layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)),
-        matrix=matrix, layer_attention=layer_att, head_attention=heads,
-        predictions=result.predictions, targets=result.targets,
-        descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture="full",
+    return _build(
+        real, result, pooling, "full", layer_rows=out.layer_rows,
+        layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
     )
 
 
 def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:
     if opts.capture == "full" or handle.task == "seq2seq" or not methods.get(opts.method).can_stream:
-        return False
-    try:
-        from rollout_core import lowmem
-    except ImportError:
         return False
     if opts.capture == "lowmem":
         return True
@@ -111,35 +109,43 @@ def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:
     return needed > lowmem.memory_budget_bytes()
 
 
-def _lowmem_batch(
+def _streamed_batch(
     handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, head: Head, targets: list[Any],
-    opts: Options, pooled: torch.Tensor, pooling: str, mask: torch.Tensor | None,
+    opts: Options, pooled: torch.Tensor, pooling: str,
 ) -> BatchResult:
-    """The streaming path (rollout_core.lowmem): the rows of the explained positions, no per-layer matrices."""
-    from rollout_core.lowmem import streaming_rollout
-
-    positions = causal_positions(real, targets) if handle.task == "causal-lm" else None
+    """The streaming capture (`lowmem.streaming_rollout`): the rows of the explained positions only, no
+    per-layer matrices. The explained positions must be known before the forward pass."""
     weights = pooled
-    if positions is not None:
+    if handle.task == "causal-lm":
         weights = torch.zeros_like(pooled)
+        positions = causal_positions(real, targets)
         weights[torch.arange(real.shape[0]), torch.tensor(positions, device=real.device)] = 1.0
     rows = torch.nonzero(weights.sum(0)).flatten().tolist()
-    streamed = streaming_rollout(
+    streamed = lowmem.streaming_rollout(
         handle, inputs, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
         discard_ratio=opts.discard_ratio, start_layer=opts.start_layer, end_layer=opts.end_layer, rows=rows)
-    result = head(streamed["outputs"], real, targets)
     w_rows = weights[:, rows].to(torch.float64)
-    matrix = streamed["matrix"]
-    layer_rows = torch.einsum("br,lbrj->lbj", w_rows, streamed["layer_rows"].double())
-    description = _row_description(pooling, positions is not None, real)
+    return _build(
+        real, head(streamed.outputs, real, targets), pooling, "lowmem",
+        layer_rows=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_rows.double()),
+        layer_attention_scores=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_attention_rows.double()),
+        matrix=streamed.matrix, layer_attention=None, head_attention=None,
+    )
+
+
+def _build(
+    real: torch.Tensor, result: HeadResult, pooling: str, capture_mode: str, *, layer_rows: torch.Tensor,
+    layer_attention_scores: torch.Tensor, matrix: torch.Tensor | None, layer_attention: torch.Tensor | None,
+    head_attention: torch.Tensor | None,
+) -> BatchResult:
+    """The one BatchResult builder of both captures: the final scores are the last layer's rows."""
+    description = _row_description(pooling, result.weights is not None, real)
     return BatchResult(
-        n=real.shape[1], scores=torch.einsum("bi,bij->bj", weights.double(), matrix.double()),
-        layer_scores=layer_rows,
-        layer_attention_scores=torch.einsum("br,lbrj->lbj", w_rows, streamed["layer_attention_rows"].double()),
-        matrix=matrix, layer_attention=None, head_attention=None,
+        n=real.shape[1], scores=layer_rows[-1], layer_scores=layer_rows, layer_attention_scores=layer_attention_scores,
+        matrix=matrix, layer_attention=layer_attention, head_attention=head_attention,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture="lowmem",
+        capture=capture_mode,
     )
 
 
