@@ -30,7 +30,7 @@ from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
 from rollout_core.options import CAPTURES, HEAD_FUSIONS, Options
 from rollout_core.pipeline import to_device
-from rollout_core.pipeline.assemble import processed_image, settings, text_explanation
+from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
 from rollout_core.pipeline.batch import explain_batch
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, image_head, text_head
 from rollout_core.pipeline.seq2seq import decoder_to_source, explain_seq2seq
@@ -161,19 +161,7 @@ def explain_image(
             f"the model saw {result.n} tokens, but its family layout predicts {layout.num_tokens} "
             f"({len(layout.prefix_names)} special + {layout.grid[0]}x{layout.grid[1]} patches)"
         )
-    special = np.ones(layout.num_tokens, dtype=bool)
-    special[layout.patch_positions.numpy()] = False
-    extra = {"image_size": [height, width], "grid": list(layout.grid), "source_size": [picture.height, picture.width],
-             "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
-    if opts.method == "flow":
-        extra["flow_approximate"] = True
-    image_settings = settings(handle, opts, result, 0, extra)
-    return Explanation(
-        kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
-        **result.arrays(0, layout.num_tokens), settings=image_settings, target_description=result.descriptions[0],
-        prediction=result.predictions[0], target=result.targets[0], grid=layout.grid,
-        patch_positions=layout.patch_positions.numpy(), image=processed_image(pixels[0], handle.processor),
-    )
+    return image_explanation(handle, layout, pixels[0], (picture.height, picture.width), result, opts)
 
 
 # ----------------------------------------------------------------------------------------------

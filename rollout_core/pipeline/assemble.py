@@ -1,6 +1,7 @@
 """Assembling explanations: a BatchResult sample -> `Explanation`, with its settings."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Sequence
 
 import numpy as np
@@ -8,6 +9,7 @@ import torch
 
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import EncodedText
+from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline.batch import BatchResult
@@ -18,6 +20,7 @@ def text_explanation(
     handle: ModelHandle, enc: EncodedText, result: BatchResult, b: int, opts: Options, limit: int,
     labels: Sequence[str] | None,
 ) -> Explanation:
+    """Sample b of a text batch, cropped to its own tokens."""
     n = len(enc.input_ids)
     extra = {"num_tokens": n, "max_length": limit, "labels": None if labels is None else list(labels)}
     if labels is not None:
@@ -31,14 +34,34 @@ def text_explanation(
     )
 
 
+def image_explanation(
+    handle: ModelHandle, layout: families.ImageLayout, pixels: torch.Tensor, source_size: tuple[int, int],
+    result: BatchResult, opts: Options,
+) -> Explanation:
+    """The one sample of an image batch; `pixels` (3, H, W) is the model input, `source_size` the upload's."""
+    special = np.ones(layout.num_tokens, dtype=bool)
+    special[layout.patch_positions.numpy()] = False
+    extra = {"image_size": [int(pixels.shape[-2]), int(pixels.shape[-1])], "grid": list(layout.grid),
+             "source_size": list(source_size), "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
+    if opts.method == "flow":
+        extra["flow_approximate"] = True
+    return Explanation(
+        kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
+        **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
+        target_description=result.descriptions[0], prediction=result.predictions[0], target=result.targets[0],
+        grid=layout.grid, patch_positions=layout.patch_positions.numpy(),
+        image=processed_image(pixels, handle.processor),
+    )
+
+
 def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """`Explanation.settings`: the model's facts, every field of the Options as they ran (the capture that
+    was used, not "auto"), the target, `extra` and the library versions."""
     import transformers
 
     return {
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
-        "method": opts.method, "head_fusion": opts.head_fusion, "residual_weight": opts.residual_weight,
-        "discard_ratio": opts.discard_ratio, "start_layer": opts.start_layer, "end_layer": opts.end_layer,
-        "keep_heads": opts.keep_heads, "capture": result.capture, "target": result.targets[b],
+        **dataclasses.asdict(dataclasses.replace(opts, capture=result.capture)), "target": result.targets[b],
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
         **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
