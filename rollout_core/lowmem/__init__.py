@@ -69,7 +69,7 @@ def estimate_full_capture_bytes(
 
 
 def memory_budget_bytes() -> int:
-    """Budget above which explain.py switches to streaming: env ROLLOUT_MEMORY_BUDGET_MB (MiB)."""
+    """Budget above which the explain pipeline switches to streaming: env ROLLOUT_MEMORY_BUDGET_MB (MiB)."""
     megabytes = env_number("ROLLOUT_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB, minimum=0.0, inclusive=False)
     return max(1, int(megabytes * 2**20))
 
