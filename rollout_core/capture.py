@@ -43,14 +43,9 @@ def run(
     """Forward `inputs` (already on the model's device) with attentions; gradients when `score` is given;
     every layer's hidden states in `outputs.hidden_states` when `hidden_states`."""
     grad = score is not None
-    try:
-        with torch.set_grad_enabled(grad):
-            extra = {"output_hidden_states": True} if hidden_states else {}
-            outputs = model(**inputs, output_attentions=True, return_dict=True, **extra)
-    except RolloutError:
-        raise
-    except (RuntimeError, ValueError, IndexError, TypeError) as err:
-        raise UnsupportedModelError(f"the model failed on this input: {err}") from err
+    with torch.set_grad_enabled(grad):
+        extra = {"output_hidden_states": True} if hidden_states else {}
+        outputs = forward(model, inputs, output_attentions=True, return_dict=True, **extra)
     seq2seq = getattr(model.config, "is_encoder_decoder", False)
     attentions = outputs.encoder_attentions if seq2seq else outputs.attentions
     n = _sequence_length(inputs, attentions)
@@ -73,6 +68,17 @@ def run(
         captured.attentions = tuple(a.detach() for a in attentions)
         captured.logits = None if captured.logits is None else captured.logits.detach()
     return captured
+
+
+def forward(model: torch.nn.Module, inputs: Mapping[str, Any], **options: Any) -> Any:
+    """`model(**inputs, **options)`; a failure of the model's own code is an UnsupportedModelError (the
+    full and the streaming capture both call this, so a failing model reads the same on either)."""
+    try:
+        return model(**inputs, **options)
+    except RolloutError:
+        raise
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        raise UnsupportedModelError(f"the model failed on this input: {err}") from err
 
 
 def _sequence_length(inputs: Mapping[str, Any], attentions: Sequence[torch.Tensor] | None) -> int:
