@@ -18,7 +18,7 @@ st.markdown("Remove the most (or least) relevant tokens/patches first and watch 
 
 param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
-name, allow_pickle, method = model_and_method(modality, method_header="Method options")
+name, allow_pickle, method, _ = model_and_method(modality, method_header="Method options")
 
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))

@@ -68,12 +68,13 @@ def env_folders(name: str) -> list[Path]:
 
 def check_settings() -> None:
     """Parse every ROLLOUT_* setting; raise one `SettingsError` listing each bad one."""
-    from rollout_core import lowmem
+    from rollout_core import budget, lowmem, result_cache
     from rollout_core.inputs import images
     from rollout_core.models import loading, size
 
     problems = []
     for read in (size.max_params, loading.cache_size, images.max_image_pixels, lowmem.memory_budget_bytes,
+                 result_cache.max_cache_bytes, budget.max_seconds, budget.max_heavy_jobs,
                  lambda: env_folder("ROLLOUT_MODELS_DIR"), lambda: env_folders("ROLLOUT_ALLOWED_MODEL_ROOTS")):
         try:
             read()
