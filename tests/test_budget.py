@@ -100,3 +100,34 @@ def test_the_page_refuses_a_too_costly_flow_with_the_estimate(tiny_model_dir: Ca
     at = at.switch_page("app_pages/text.py").run()
     assert not at.exception
     assert len(at.error) == 1 and "would take" in at.error[0].value and "use rollout" in at.error[0].value
+
+
+@pytest.mark.parametrize("event, stops", [("nothing", False), ("stop", True), ("rerun", True),
+                                          ("fragment_rerun", False), ("tab_closed", True)])
+def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops: bool,
+                                                               monkeypatch: pytest.MonkeyPatch):
+    """The check a page's flow runs under, against the installed Streamlit's real ScriptRequests object."""
+    from types import SimpleNamespace
+
+    from streamlit.runtime import Runtime
+    from streamlit.runtime.scriptrunner_utils import script_run_context
+    from streamlit.runtime.scriptrunner_utils.script_requests import RerunData, ScriptRequests
+
+    from app_pages._lib import core
+
+    requests = ScriptRequests()
+    active = {"s1": object()}
+    monkeypatch.setattr(script_run_context, "get_script_run_ctx",
+                        lambda *a, **k: SimpleNamespace(script_requests=requests, session_id="s1"))
+    monkeypatch.setattr(Runtime, "instance", classmethod(lambda cls: SimpleNamespace(
+        _session_mgr=SimpleNamespace(get_active_session_info=active.get))))
+    gone = core._session_gone()
+    if event == "stop":
+        requests.request_stop()
+    elif event == "rerun":
+        requests.request_rerun(RerunData())
+    elif event == "fragment_rerun":
+        requests.request_rerun(RerunData(fragment_id="f", is_fragment_scoped_rerun=True))
+    elif event == "tab_closed":
+        active.clear()
+    assert gone() is stops

@@ -77,7 +77,10 @@ def _session_gone() -> Callable[[], bool]:
         return lambda: False
 
     def gone() -> bool:
-        return requests._state != ScriptRequestType.CONTINUE or manager.get_active_session_info(session_id) is None
+        state = requests._state
+        fragment_only = getattr(getattr(requests, "_rerun_data", None), "is_fragment_scoped_rerun", False)
+        return (state == ScriptRequestType.STOP or (state == ScriptRequestType.RERUN and not fragment_only)
+                or manager.get_active_session_info(session_id) is None)
 
     return gone
 
