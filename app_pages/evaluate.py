@@ -5,6 +5,7 @@ import plotly.express as px
 import streamlit as st
 
 from app_pages._lib import core
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core.data.example_images import example_images
@@ -18,7 +19,7 @@ st.markdown("Remove the most (or least) relevant tokens/patches first and watch 
 
 param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
-name, allow_pickle, method = model_and_method(modality, method_header="Method options")
+name, allow_pickle, method, _ = model_and_method(modality, method_header="Method options")
 
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))
@@ -45,7 +46,7 @@ with one:
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
                           allow_pickle, source, methods, method)
         if result is not None:
-            st.metric("Predicted (target of every curve)", result.predicted, f"{result.probability:.1%}",
+            st.metric("Predicted (target of every curve)", safe_text(result.predicted), f"{result.probability:.1%}",
                       delta_color="off")
             _table(result.table)
             fig = px.line(result.curves, x="fraction", y="value", color="method", facet_col="curve", markers=True)

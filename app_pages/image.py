@@ -19,7 +19,7 @@ UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 
 st.title("Image")
 
-name, allow_pickle, method = model_and_method("image")
+name, allow_pickle, method, target = model_and_method("image")
 
 examples = core.run("listing the bundled examples", example_images) or {}
 upload = st.file_uploader("Upload an image (png, jpeg, webp, bmp, gif: first frame)", type=UPLOAD_TYPES,
@@ -43,7 +43,7 @@ with shared_col:
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
     exp = core.run(f"running {name} on {source} and computing {method.method}", core.explain_image, name,
-                   allow_pickle, image_bytes, method)
+                   allow_pickle, image_bytes, method, target)
 
 
 @st.fragment

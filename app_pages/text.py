@@ -13,7 +13,7 @@ from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 st.title("Text")
 
-name, allow_pickle, method = model_and_method("text")
+name, allow_pickle, method, target = model_and_method("text")
 
 param("text", EXAMPLE_SENTENCES[0])
 
@@ -37,7 +37,7 @@ if handle is not None and handle.task == "sentence-encoder":
 exp = None
 if handle is not None:
     exp = core.run(f"running {name} and computing {method.method}", core.explain_text, name, allow_pickle, text,
-                   method, labels)
+                   method, target, labels)
 
 
 

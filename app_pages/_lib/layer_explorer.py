@@ -9,6 +9,7 @@ per-head grid) catch up. plotly.js is served by Streamlit's static file serving 
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from app_pages._lib import core
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
@@ -67,21 +69,29 @@ def _fingerprint(expl: Explanation) -> str:
     return digest.hexdigest()
 
 
-_CACHE = dict(max_entries=32, show_spinner=False, hash_funcs={Explanation: _fingerprint})
+def _cached(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`build` through the pages' byte-bounded result cache, keyed on its arguments (explanations by content)."""
+
+    def payload(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        key = (build.__name__, *(_fingerprint(a) if isinstance(a, Explanation) else a for a in args),
+               *sorted(kwargs.items()))
+        return core.results().get_or_compute(key, lambda: build(*args, **kwargs))
+
+    return functools.wraps(build)(payload)
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def text_payload(expl: Explanation, shared_scale: bool = False) -> dict[str, Any]:
     return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> dict[str, Any]:
     """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
     return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def comparison_payload(a: Explanation, b: Explanation) -> dict[str, Any]:
     return layer_views.views_payload(layer_views.comparison_views(a, b))
 

@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import streamlit as st
 
-from app_pages._lib.core import Method
 from app_pages._lib.state import param
 from rollout_core import methods
 from rollout_core.models import registry
-from rollout_core.options import HEAD_FUSIONS
+from rollout_core.options import HEAD_FUSIONS, Options
 
 OTHER = "other"
 FUSIONS = HEAD_FUSIONS
@@ -50,8 +49,9 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
     return name, allow_pickle
 
 
-def method_settings(key: str = "", target_help: str | None = None) -> Method:
-    """Method, head fusion, residual weight, discard ratio, start layer and target; `key` prefixes the URL names."""
+def method_settings(key: str = "", target_help: str | None = None) -> tuple[Options, str | int | None]:
+    """Method, head fusion, residual weight, discard ratio, start layer (the `Options`) and the target (None:
+    predicted); `key` prefixes the URL names."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     for name, default, choices in (("method", "rollout", methods.names()), ("fusion", "mean", FUSIONS)):
         param(k(name), default, choices)
@@ -72,18 +72,19 @@ def method_settings(key: str = "", target_help: str | None = None) -> Method:
     target = st.text_input("Target", key=k("target"),
                            help=target_help or "Class to explain (gradient rollout; a label or its index), or the "
                            "position whose next-token prediction is explained (language models). Empty = predicted.")
-    return Method(method=method, head_fusion=fusion, residual_weight=float(residual), discard_ratio=float(discard),
-                  start_layer=int(start), target=_target(target))
+    return Options(method=method, head_fusion=fusion, residual_weight=float(residual), discard_ratio=float(discard),
+                   start_layer=int(start)), _target(target)
 
 
-def model_and_method(modality: str, method_header: str = "Method") -> tuple[str, bool, Method]:
+def model_and_method(modality: str, method_header: str = "Method"
+                     ) -> tuple[str, bool, Options, str | int | None]:
     """The sidebar of a one-model page: the model picker and the method settings under their headers.
-    Returns (name, allow_pickle, method)."""
+    Returns (name, allow_pickle, options, target)."""
     with st.sidebar:
         st.header("Model")
         name, allow_pickle = model_picker(modality)
         st.header(method_header)
-        return name, allow_pickle, method_settings()
+        return name, allow_pickle, *method_settings()
 
 
 def _target(raw: str) -> str | int | None:

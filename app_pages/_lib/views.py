@@ -18,7 +18,7 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
                 f"({safe_text(exp.target_description)}).")
         return
     top = exp.prediction[0]
-    st.metric(title, top.label, f"{top.probability:.1%}", delta_color="off")
+    st.metric(title, safe_text(top.label), f"{top.probability:.1%}", delta_color="off")  # labels can come from a URL
     frame = pd.DataFrame({"label": [p.label for p in exp.prediction],
                           "probability": [p.probability for p in exp.prediction]})
     st.dataframe(frame, hide_index=True, width="stretch",

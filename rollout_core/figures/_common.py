@@ -1,6 +1,7 @@
 """What every figure shares: which row of an explanation is drawn, colour scales, axis labels."""
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 import numpy as np
@@ -105,14 +106,36 @@ def positive_max(values: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
+KEPT_CONTROLS = {"\n", "\t", "\u200c", "\u200d"}
+"""Control/format characters drawn as they are: line breaks, tabs and the joiners scripts need (ZWNJ, ZWJ)."""
+
+
+def is_hidden(char: str) -> bool:
+    """A control (Cc) or format (Cf) character, e.g. the bidi overrides U+202A-202E, U+2066-2069, U+200E/F."""
+    return char not in KEPT_CONTROLS and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def visible_code(char: str) -> str:
+    """The character's code as text: "\\u202e"."""
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def visible(text: str) -> str:
+    """`text` with each control/format character written as its code, so a right-to-left override in a token
+    cannot reorder an axis, a legend or a hover label on screen."""
+    return "".join(visible_code(c) if is_hidden(c) else c for c in text)
+
+
 def clean_token(token: str) -> str:
-    """Axis label of a token: the GPT-2 "Ġ" and SentencePiece "▁" markers dropped ("##" kept)."""
+    """Axis label of a token: the GPT-2 "Ġ" and SentencePiece "▁" markers dropped ("##" kept), control and
+    format characters written as their codes (`visible`)."""
     stripped = token.replace("\u0120", " ").replace("\u2581", " ").strip()
-    return stripped or token
+    return visible(stripped or token)
 
 
 def tick_axis(labels: list[str], limit: int = 60) -> dict:
-    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels."""
+    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels;
+    control and format characters written as their codes."""
     step = max(1, int(np.ceil(len(labels) / limit)))
     idx = list(range(0, len(labels), step))
-    return dict(tickmode="array", tickvals=idx, ticktext=[labels[i] for i in idx])
+    return dict(tickmode="array", tickvals=idx, ticktext=[visible(labels[i]) for i in idx])

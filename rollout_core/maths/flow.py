@@ -27,6 +27,7 @@ import torch
 if TYPE_CHECKING:  # scipy is imported where a flow is solved: the CLI's rollout path never pays for it
     from scipy.sparse import csr_matrix
 
+from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
@@ -81,6 +82,7 @@ def _flow_rows(
         for source in range(n):
             values[row, source] = maximum_flow(graph, source, top + output, method="dinic").flow_value / SCALE
             done += 1
+            checkpoint()
             if progress is not None:
                 progress(done, total)
     sums = values.sum(axis=1, keepdims=True)
@@ -220,6 +222,7 @@ def pooled_attention_flow(
         for source in range(len(keep)):
             values[source] = maximum_flow(graph, source, sink, method="dinic").flow_value / SCALE
             done += 1
+            checkpoint()
             if progress is not None:
                 progress(done, total)
         if values.sum() > 0:
