@@ -19,8 +19,8 @@ from rollout_core.figures._common import (
     positive_max,
     row_scores,
     view_title,
+    visible,
 )
-from rollout_core.figures.text import _code, _is_hidden
 
 CHAR_WIDTH = 0.6
 """Advance of one character of a monospaced font, in units of the font size."""
@@ -30,7 +30,7 @@ _LINE = 1.7  # line height, in font sizes
 
 def _xml_text(text: str) -> str:
     """`text` as valid XML 1.0 character data: control and format characters (bidi overrides) written as codes."""
-    return escape("".join(_code(c) if _is_hidden(c) else c for c in text))
+    return escape(visible(text))
 
 
 def token_highlight_svg(expl: Explanation, *, layer: int | None = None, raw_attention: bool = False,
