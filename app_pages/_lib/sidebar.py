@@ -113,7 +113,7 @@ def _figures_caption(record: dict | None, model: str | None) -> None:
     against = " · ".join(f"{word} {chance[m]:.2f}" for word, m in (("pointing", "pointing_game"),
                                                                     ("deletion", "deletion_auc"))
                          if isinstance(chance.get(m), (int, float)))
-    where = safe_text(f"{measured.describe_dataset(record, long=False)} ({record.get('date', '?')})")
+    where = safe_text(f"{measured.describe_dataset(record, long=False)}, {record.get('date', '?')}")
     st.caption(f"Figures measured on {where}: "
                f"pointing game ↑ (top position on the deciding region), deletion AUC ↓. Random: {against}. "
                f"Default: {methods.get(measured.default_method(model)).title}, the best on pointing, then deletion.")
