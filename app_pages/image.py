@@ -7,6 +7,7 @@ from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
+from app_pages._lib.trust import domain_warning, trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.data.example_images import example_images
@@ -75,5 +76,7 @@ if exp is not None:
             st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
         layer_view(exp, scale)
+        trust_line(name, allow_pickle, exp, image_bytes)
+        domain_warning(name, exp)
 
 sync_url()

@@ -7,6 +7,7 @@ from app_pages._lib import core, views
 from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
+from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
@@ -85,6 +86,7 @@ if exp is not None:
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
     with right:
         layer_view(exp, specials)
+        trust_line(name, allow_pickle, exp, text)
 
     st.subheader("Final matrix")
     st.checkbox("Hide special tokens (matrix and heads)", key="hide_special")
