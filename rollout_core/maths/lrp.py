@@ -16,7 +16,7 @@ so the outputs inside and after the block are those of the unmodified model.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import Iterator
+from typing import Iterator, Sequence
 
 import torch
 from torch import nn
@@ -69,13 +69,23 @@ def attnlrp_rules(model: nn.Module) -> Iterator[None]:
 
     try:
         layers = layer_access(model)
-    except UnsupportedModelError as err:
-        raise UnsupportedModelError(f"AttnLRP: {err}") from err
+    except UnsupportedModelError:
+        family = getattr(model.config, "model_type", "unknown")
+        raise UnsupportedModelError(f"AttnLRP is available for BERT-like and ViT-like encoders, not {family}") from None
+    projections = [(p, f) for acc in layers for p, f in ((acc.query, QK_FACTOR), (acc.key, QK_FACTOR),
+                                                         (acc.value, V_FACTOR))]
+    with rules(model, projections):
+        yield
+
+
+@contextmanager
+def rules(model: nn.Module, projections: Sequence[tuple[nn.Module, float]]) -> Iterator[None]:
+    """The rules on any module tree: every LayerNorm and element-wise activation, and the gradient of each
+    attention projection's output divided by its factor (Q, K: 4; V: 2). Hooks removed on exit."""
     hooks = []
     try:
-        for acc in layers:
-            for proj, factor in ((acc.query, QK_FACTOR), (acc.key, QK_FACTOR), (acc.value, V_FACTOR)):
-                hooks.append(proj.register_forward_hook(lambda m, a, out, f=factor: divide_gradient(out, f)))
+        for proj, factor in projections:
+            hooks.append(proj.register_forward_hook(lambda m, a, out, f=factor: divide_gradient(out, f)))
         for module in model.modules():
             if isinstance(module, nn.LayerNorm):
                 if len(module.normalized_shape) != 1:
