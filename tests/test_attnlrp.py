@@ -136,14 +136,15 @@ def _relevance(model: nn.Module, inputs: dict, target: int, lrp: bool = True):
         logit.backward()
     relevance = (embedded * embedded.grad).sum(-1)[0].detach()
     absorbed = sum(_softmax_absorbed(a, a.grad) for a in out.attentions)
-    return relevance, float(absorbed), float(logit)
+    return relevance, float(absorbed), logit.item()
 
 
 @pytest.mark.parametrize("kind", ["bert", "distilbert", "vit", "deit"])
 def test_relevance_is_conserved_on_tiny_models(tiny_handle, kind):
     """Biases zeroed, float64: input relevance + what the softmaxes absorb (their rule is a Taylor expansion at
-    the scores, not conservative) = the logit, to 1e-9 of it (round-off only: every other rule is exactly linear
-    once the biases are zero, and the identity rule's guard against x = 0 never triggers here).
+    the scores, not conservative) = the logit, to 1e-6 of it: round-off only, as every other rule is exactly
+    linear once the biases are zero; the model runs in float64, but ViT's eager attention takes its softmax in
+    float32 (BERT's balance holds to ~1e-15).
     Plain gradient x input (no rules) misses the same balance by far more."""
     model = _zero_biases(copy.deepcopy(tiny_handle(kind).model))  # a copy: the session's handle stays intact
     torch.manual_seed(0)
@@ -152,7 +153,7 @@ def test_relevance_is_conserved_on_tiny_models(tiny_handle, kind):
     else:
         inputs = {"pixel_values": torch.randn(1, 3, 32, 32, dtype=torch.float64)}
     relevance, absorbed, logit = _relevance(model, inputs, target=1)
-    assert abs(relevance.sum().item() + absorbed - logit) < 1e-9 * abs(logit)
+    assert abs(relevance.sum().item() + absorbed - logit) < 1e-6 * abs(logit)
     plain, absorbed_plain, _ = _relevance(model, inputs, target=1, lrp=False)
     assert abs(plain.sum().item() + absorbed_plain - logit) > 1e-3 * abs(logit)
 
@@ -194,11 +195,20 @@ def test_explain_text_and_image_give_the_relevance(tiny_handle):
     assert e.score_map().shape == e.grid and e.settings["method"] == "attnlrp"
 
 
+def _main(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        status = cli.main(list(args))
+    except SystemExit as stop:
+        status = stop.code
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def test_cli_method_attnlrp(capsys, tiny_model_dir):
-    status = cli.main(["text", "the cat sat", "--model", str(tiny_model_dir("bert")), "--json",
-                       "--method", "attnlrp"])
-    data = json.loads(capsys.readouterr().out)
+    status, out, _ = _main(capsys, "text", "the cat sat", "--model", str(tiny_model_dir("bert")), "--json",
+                           "--method", "attnlrp")
+    data = json.loads(out)
     assert status == 0 and data["settings"]["method"] == "attnlrp" and len(data["scores"]) == len(data["tokens"])
-    status = cli.main(["text", "the cat sat", "--model", str(tiny_model_dir("gpt2")), "--method", "attnlrp"])
-    err = capsys.readouterr().err
-    assert status == 2 and err.count("\n") == 1 and "AttnLRP" in err
+    status, _, err = _main(capsys, "text", "the cat sat", "--model", str(tiny_model_dir("gpt2")),
+                           "--method", "attnlrp")
+    assert status == 2 and err.count("\n") == 1 and "AttnLRP is available for BERT-like" in err
