@@ -6,6 +6,7 @@ import contextlib
 import copy
 import json
 import math
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -167,6 +168,23 @@ def test_model_outputs_unchanged_inside_and_after_the_rules(tiny_handle):
     after = model(input_ids=ids).logits.detach()
     assert torch.equal(before, inside) and torch.equal(before, after)
     assert not any(m._forward_hooks for m in model.modules())
+
+
+def test_rules_leave_other_threads_alone(tiny_handle):
+    model = tiny_handle("bert").model
+    ids = torch.tensor([[2, 7, 9, 11, 3]])
+
+    def input_x_gradient() -> torch.Tensor:
+        out = model(input_ids=ids, output_hidden_states=True, return_dict=True)
+        grad, = torch.autograd.grad(out.logits[0, 0], out.hidden_states[0])
+        return (grad * out.hidden_states[0]).sum(-1).detach()
+
+    plain = input_x_gradient()
+    with attnlrp_rules(model):
+        inside = input_x_gradient()
+        with ThreadPoolExecutor(1) as pool:
+            other = pool.submit(input_x_gradient).result()
+    assert torch.equal(other, plain) and not torch.allclose(inside, plain)
 
 
 def _direct(handle, inputs: dict, target: int) -> np.ndarray:

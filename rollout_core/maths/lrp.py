@@ -15,8 +15,9 @@ so the outputs inside and after the block are those of the unmodified model.
 """
 from __future__ import annotations
 
+import threading
 from contextlib import contextmanager
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -81,18 +82,24 @@ def attnlrp_rules(model: nn.Module) -> Iterator[None]:
 @contextmanager
 def rules(model: nn.Module, projections: Sequence[tuple[nn.Module, float]]) -> Iterator[None]:
     """The rules on any module tree: every LayerNorm and element-wise activation, and the gradient of each
-    attention projection's output divided by its factor (Q, K: 4; V: 2). Hooks removed on exit."""
+    attention projection's output divided by its factor (Q, K: 4; V: 2). Hooks removed on exit. They act only
+    on forward passes of the thread that entered the block: the dashboard shares a model between threads."""
+    owner = threading.get_ident()
+
+    def hook(rule: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable:
+        return lambda m, a, out: rule(m, a[0], out) if threading.get_ident() == owner else None
+
     hooks = []
     try:
         for proj, factor in projections:
-            hooks.append(proj.register_forward_hook(lambda m, a, out, f=factor: divide_gradient(out, f)))
+            hooks.append(proj.register_forward_hook(hook(lambda m, x, out, f=factor: divide_gradient(out, f))))
         for module in model.modules():
             if isinstance(module, nn.LayerNorm):
                 if len(module.normalized_shape) != 1:
                     raise UnsupportedModelError("AttnLRP handles layer norms over the last dimension only")
-                hooks.append(module.register_forward_hook(lambda m, a, out: layer_norm_rule(a[0], out, m)))
+                hooks.append(module.register_forward_hook(hook(lambda m, x, out: layer_norm_rule(x, out, m))))
             elif _is_activation(module):
-                hooks.append(module.register_forward_hook(lambda m, a, out: identity_rule(a[0], out)))
+                hooks.append(module.register_forward_hook(hook(lambda m, x, out: identity_rule(x, out))))
         yield
     finally:
         for hook in hooks:
