@@ -16,7 +16,7 @@ import contextlib
 
 import inspect
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence, Union
 
 import numpy as np
@@ -64,18 +64,19 @@ def explain_text(
     labels: Sequence[str] | None = None,
     max_length: int | None = None,
     capture: str = "auto",
+    full_matrix: bool = False,
 ) -> Explanation:
     """Explain one text. `model`: registry name, folder, hub id or a handle (None: default-text).
 
     `target`: the class label or index (classifiers, zero-shot labels; default: predicted), or the
     position whose next-token prediction is explained (causal LMs; default: the last real token), or the
     decoder position (encoder-decoders; default: the last one). `labels`: zero-shot candidate labels
-    for sentence encoders.
+    for sentence encoders. `full_matrix`: also compute flow's whole n x n matrix (n² max flows).
     """
     return explain_texts(
         model, [text], method=method, target=target, head_fusion=head_fusion, residual_weight=residual_weight,
         discard_ratio=discard_ratio, start_layer=start_layer, end_layer=end_layer, keep_heads=keep_heads,
-        labels=labels, max_length=max_length, capture=capture,
+        labels=labels, max_length=max_length, capture=capture, full_matrix=full_matrix,
     )[0]
 
 
@@ -95,6 +96,7 @@ def explain_texts(
     max_length: int | None = None,
     capture: str = "auto",
     batch_size: int = TEXT_BATCH_SIZE,
+    full_matrix: bool = False,
 ) -> list[Explanation]:
     """Explain several texts, batched with padding; each result equals `explain_text` on that text.
 
@@ -105,7 +107,7 @@ def explain_texts(
         raise InputError("texts must be a non-empty list of strings")
     targets = _per_item_targets(target, len(texts))
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture)
+                    keep_heads, capture, full_matrix)
     head = _text_head(handle, labels)
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              max_length)
@@ -165,8 +167,6 @@ def explain_image(
     special[layout.patch_positions.numpy()] = False
     extra = {"image_size": [height, width], "grid": list(layout.grid), "source_size": [picture.height, picture.width],
              "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
-    if opts.method == "flow":
-        extra["flow_approximate"] = True
     settings = _settings(handle, opts, result, 0, extra)
     return Explanation(
         kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
@@ -199,7 +199,7 @@ def _handle(model: ModelArg, modality: str) -> ModelHandle:
 
 def _options(
     handle: ModelHandle, method: str, head_fusion: str, residual_weight: float, discard_ratio: float,
-    start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str,
+    start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str, full_matrix: bool = False,
 ) -> Options:
     spec = methods.get(method)
     if head_fusion not in HEAD_FUSIONS:
@@ -223,7 +223,7 @@ def _options(
     if handle.task == "seq2seq" and not spec.seq2seq:
         allowed = " or ".join(repr(s.name) for s in methods.all_methods() if s.seq2seq)
         raise InputError(f"for encoder-decoder models choose method {allowed}")
-    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode)
+    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode, bool(full_matrix))
 
 
 def _number(name: str, value: Any) -> float:
@@ -417,6 +417,7 @@ class BatchResult:
     targets: list[Any]
     descriptions: list[str]
     capture: str  # "full" | "lowmem"
+    extras: dict[str, Any] = field(default_factory=dict)  # the method's facts for the settings (MethodOutput.extras)
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding)."""
@@ -478,7 +479,7 @@ def _explain_batch(
         matrix=matrix, layer_attention=layer_att, head_attention=heads,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture="full",
+        capture="full", extras=out.extras,
     )
 
 
@@ -637,7 +638,7 @@ def _settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, e
         "discard_ratio": opts.discard_ratio, "start_layer": opts.start_layer, "end_layer": opts.end_layer,
         "keep_heads": opts.keep_heads, "capture": result.capture, "target": result.targets[b],
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
-        **extra,
+        **result.extras, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
     }

@@ -19,6 +19,7 @@ class Options:
     end_layer: int
     keep_heads: bool
     capture: str
+    full_matrix: bool = False  # compute the whole final matrix even where it is costly (flow: n² max flows)
 
     @property
     def layers(self) -> int:
