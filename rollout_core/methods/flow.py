@@ -45,7 +45,7 @@ def compute(method_input: MethodInput) -> MethodOutput:
     n = int((weights.shape[-1] if method_input.mask is None else method_input.mask.sum(-1).max()))
     extras = {
         "flow_rows": "all rows (full matrix)" if full else "explained row only",
-        "flow_full_matrix_cost": flow_cost_estimate(n, opts.layers, n),
+        "flow_full_matrix_cost": flow_cost_estimate(n, opts.layers, n) if method_input.full_matrix else None,
         "flow_approximate": approximate,
         "flow_error_bound": bound if approximate else 0.0,
         "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
