@@ -91,7 +91,7 @@ def _bounded_row(eps: float) -> Callable:
                 structure = _Residual(graph.matrix, flow.indices, flow.indptr)
             open_ = structure.capacities(graph) - flow.data > 0
             counts = np.bincount(structure.rows[open_], minlength=size)
-            residual = csr_matrix((np.ones(int(open_.sum()), np.int8), flow.indices[open_],
+            residual = csr_matrix((np.ones(int(open_.sum())), flow.indices[open_],
                                    np.concatenate([[0], np.cumsum(counts)])), shape=(size, size))
             seen = np.zeros(size, dtype=bool)
             seen[breadth_first_order(residual, 0, directed=True, return_predecessors=False)] = True
@@ -112,13 +112,15 @@ class _Residual:
         self.rows = np.repeat(np.arange(size), np.diff(indptr))
         keys = self.rows.astype(np.int64) * size + indices
         own = np.repeat(np.arange(size), np.diff(matrix.indptr)).astype(np.int64) * size + matrix.indices
-        self.positions = np.searchsorted(keys, own)  # where each entry of the graph's data sits
-        self.length = len(indices)
+        positions = np.searchsorted(keys, own)  # where each entry of the graph's data sits
+        self.capacity = np.zeros(len(indices), dtype=np.int64)
+        self.capacity[positions] = matrix.data
+        self.bottom = positions[: matrix.indptr[1]]  # the source slot's entries, the only ones that change
 
     def capacities(self, graph) -> np.ndarray:
-        capacity = np.zeros(self.length, dtype=np.int64)
-        capacity[self.positions] = graph.matrix.data
-        return capacity
+        """The capacities with the source slot as it stands now."""
+        self.capacity[self.bottom] = graph.matrix.data[: len(self.bottom)]
+        return self.capacity
 
 
 def _normalise_with_bound(values: np.ndarray, slack: np.ndarray) -> tuple[np.ndarray, float]:
