@@ -99,14 +99,16 @@ def default_image_rows() -> None:
     handle = load_model("default-image")
     pixels = handle.processor(images=load_image(example_images()["chelsea"]), return_tensors="pt")["pixel_values"]
     layout = families.image_layout(handle.config, pixels.shape[-2], pixels.shape[-1])
-    atts = [a.double() for a in capture.run(handle.model, {"pixel_values": pixels}, num_layers=handle.num_layers).attentions]
+    captured = capture.run(handle.model, {"pixel_values": pixels}, num_layers=handle.num_layers)
+    atts = [a.double() for a in captured.attentions]
     pooling = families.head_pooling(families.spec_for(handle.config), handle.config, handle.model, handle.task)
     weights = families.row_weights(pooling, torch.ones(1, layout.num_tokens, dtype=torch.bool), layout.patch_positions)
     exact, t_exact = timed(lambda: pooled_attention_flow(atts, weights))
     for eps in (DEFAULT_EPS, 0.3):
         approx, t_approx = timed(lambda: bounded_attention_flow(atts, eps=eps, weights=weights))
         error = float((approx.values[:, 0] - exact).abs().max())
-        print(f"| mass-pruned flow eps {eps}, default-image ({layout.num_tokens} tokens x {len(atts)} layers), pooled row "
+        print(f"| mass-pruned flow eps {eps}, default-image ({layout.num_tokens} tokens x {len(atts)} layers), "
+              "pooled row "
               f"| {t_approx:.2f} s, error {error:.1e}, bound {approx.error_bound:.1e} | exact {t_exact:.2f} s "
               f"| {t_exact / t_approx:.1f}x faster |")
 

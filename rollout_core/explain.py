@@ -223,7 +223,8 @@ def _options(
     if handle.task == "seq2seq" and not spec.seq2seq:
         allowed = " or ".join(repr(s.name) for s in methods.all_methods() if s.seq2seq)
         raise InputError(f"for encoder-decoder models choose method {allowed}")
-    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode, bool(full_matrix))
+    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode,
+                   bool(full_matrix))
 
 
 def _number(name: str, value: Any) -> float:

@@ -11,10 +11,12 @@ once per input token; scipy's edmonds_karp is ~100x slower on these dense layere
 benchmarks/RESULTS.md). The graph holds only what a row's problems can use: layer 0 is one source
 slot whose n out-edges are rewritten per input token (the other layer-0 nodes have no in-edges, so
 their out-edges carry nothing), and the top layer keeps only the edges into the explained output
-(or, for a pooled readout, into the pooled outputs and from them into a super-sink). scipy rebuilds
-its residual graph on every call (about 85% of a call here), so time is proportional to the edges
-kept: (L-2)·n² + 2n instead of L·n². No per-source trick shares work between input tokens: max flows
-from several sources do not add up (a super-source gives their joint maximum, not each share).
+(or, for a pooled readout, into the pooled outputs and from them into a super-sink): (L-2)·n² + 2n
+edges instead of (L-1)·n² + n. Measured side by side this is no faster than the previous graph (0.95-1.3x
+under load, benchmarks/RESULTS.md); the slot is what lets the bounded flow (maths.flow_bounded) keep one
+residual layout for all input tokens. scipy rebuilds its residual graph on every call (most of a call
+here) and its solver cannot be warm-started. No per-source trick shares work between input tokens: max
+flows from several sources do not add up (a super-source gives their joint maximum, not each share).
 
 Integer capacities (scipy needs int32): each capacity is scaled by SCALE = 2^30 and rounded, so it is
 off by at most 0.5/SCALE. No int32 overflow: a capacity is at most SCALE, and a flow value is at most
@@ -40,7 +42,8 @@ from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, com
 
 ProgressCallback = Callable[[int, int], None]
 SCALE = float(2**30)
-Solver = Callable[[Sequence[np.ndarray], "int | None", "np.ndarray | None", Callable[[], None]], tuple[np.ndarray, float]]
+Solver = Callable[[Sequence[np.ndarray], "int | None", "np.ndarray | None", Callable[[], None]],
+                  tuple[np.ndarray, float]]
 """(layers, output, pool weights, tick) -> (normalised row (n,), error bound of the row)."""
 
 
@@ -152,7 +155,8 @@ def flow_rows(
             if pool.sum() > 0:
                 jobs.append((b, 0, None, pool / pool.sum(), keep))
         else:
-            jobs += [(b, row, int(np.searchsorted(keep, t)), None, keep) for row, t in enumerate(outputs) if g.real[b, t]]
+            jobs += [(b, row, int(np.searchsorted(keep, t)), None, keep)
+                     for row, t in enumerate(outputs) if g.real[b, t]]
     result = np.zeros((batch, len(outputs), n))
     count = {"done": 0, "total": sum(len(job[4]) for job in jobs)}
 
