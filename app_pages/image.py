@@ -10,6 +10,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import domain_warning, trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
+from rollout_core.methods.flow import describe
 from rollout_core.data.example_images import example_images
 from rollout_core.figures.image import DEFAULT_COLORMAP
 from rollout_core.figures.layer_views import OVERLAY_OPACITY
@@ -70,6 +71,8 @@ if exp is not None:
         views.prediction(exp)
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
+        if describe(exp.settings):
+            st.caption(safe_text(describe(exp.settings)) + ".")
         source_size, size = exp.settings.get("source_size"), exp.settings.get("image_size")
         if source_size and size and list(source_size) != list(size):
             how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"

@@ -10,6 +10,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
+from rollout_core.methods.flow import describe
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 st.title("Text")
@@ -84,6 +85,8 @@ if exp is not None:
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
+        if describe(exp.settings):
+            st.caption(safe_text(describe(exp.settings)) + ".")
     with right:
         layer_view(exp, specials)
         trust_line(name, allow_pickle, exp, text)
@@ -94,9 +97,10 @@ if exp is not None:
     if exp.matrix is not None:
         matrix_fig = figures.matrix_heatmap(exp, specials=specials)
         st.plotly_chart(matrix_fig, key="matrix")
-    else:
-        st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
         st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig),
                            f"{views.download_stem(exp, exp.text)}_matrix.png", "image/png", key="text_matrix_png")
+    else:
+        st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
+                + safe_text(describe(exp.settings)) + ".")
 
 sync_url()

@@ -64,18 +64,19 @@ def explain_text(
     labels: Sequence[str] | None = None,
     max_length: int | None = None,
     capture: str = "auto",
+    full_matrix: bool = False,
 ) -> Explanation:
     """Explain one text. `model`: registry name, folder, hub id or a handle (None: default-text).
 
     `target`: the class label or index (classifiers, zero-shot labels; default: predicted), or the
     position whose next-token prediction is explained (causal LMs; default: the last real token), or the
     decoder position (encoder-decoders; default: the last one). `labels`: zero-shot candidate labels
-    for sentence encoders.
+    for sentence encoders. `full_matrix`: also compute flow's whole n x n matrix (n² max flows).
     """
     return explain_texts(
         model, [text], method=method, target=target, head_fusion=head_fusion, residual_weight=residual_weight,
         discard_ratio=discard_ratio, start_layer=start_layer, end_layer=end_layer, keep_heads=keep_heads,
-        labels=labels, max_length=max_length, capture=capture,
+        labels=labels, max_length=max_length, capture=capture, full_matrix=full_matrix,
     )[0]
 
 
@@ -95,6 +96,7 @@ def explain_texts(
     max_length: int | None = None,
     capture: str = "auto",
     batch_size: int = TEXT_BATCH_SIZE,
+    full_matrix: bool = False,
 ) -> list[Explanation]:
     """Explain several texts, batched with padding; each result equals `explain_text` on that text.
 
@@ -105,7 +107,7 @@ def explain_texts(
         raise InputError("texts must be a non-empty list of strings")
     targets = _per_item_targets(target, len(texts))
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture)
+                    keep_heads, capture, full_matrix)
     head = text_head(handle, labels)
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              max_length)
@@ -136,13 +138,15 @@ def explain_image(
     end_layer: int | None = None,
     keep_heads: bool = False,
     capture: str = "auto",
+    full_matrix: bool = False,
 ) -> Explanation:
-    """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image."""
+    """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image.
+    `full_matrix`: also compute flow's whole n x n matrix (n² max flows; slow on images)."""
     from rollout_core.inputs.images import load_image
 
     handle = _handle(model, "image")
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture)
+                    keep_heads, capture, full_matrix)
     picture = load_image(image)
     try:
         pixels = handle.processor(images=picture, return_tensors="pt")["pixel_values"]
@@ -187,7 +191,7 @@ def _handle(model: ModelArg, modality: str) -> ModelHandle:
 
 def _options(
     handle: ModelHandle, method: str, head_fusion: str, residual_weight: float, discard_ratio: float,
-    start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str,
+    start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str, full_matrix: bool = False,
 ) -> Options:
     spec = methods.get(method)
     if head_fusion not in HEAD_FUSIONS:
@@ -211,7 +215,8 @@ def _options(
     if handle.task == "seq2seq" and not spec.seq2seq:
         allowed = " or ".join(repr(s.name) for s in methods.all_methods() if s.seq2seq)
         raise InputError(f"for encoder-decoder models choose method {allowed}")
-    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode)
+    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode,
+                   bool(full_matrix))
 
 
 def _number(name: str, value: Any) -> float:

@@ -24,6 +24,7 @@ class Options:
     end_layer: int | None = None
     keep_heads: bool = False
     capture: str = "auto"
+    full_matrix: bool = False  # compute the whole final matrix even where it is costly (flow: n² max flows)
 
     @property
     def layers(self) -> int:

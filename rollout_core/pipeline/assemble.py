@@ -43,8 +43,6 @@ def image_explanation(
     special[layout.patch_positions.numpy()] = False
     extra = {"image_size": [int(pixels.shape[-2]), int(pixels.shape[-1])], "grid": list(layout.grid),
              "source_size": list(source_size), "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
-    if opts.method == "flow":
-        extra["flow_approximate"] = True
     return Explanation(
         kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
         **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
@@ -63,7 +61,7 @@ def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, ex
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
         **dataclasses.asdict(dataclasses.replace(opts, capture=result.capture)), "target": result.targets[b],
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
-        **extra,
+        **result.extras, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
     }

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,6 +33,7 @@ class BatchResult:
     targets: list[Any]
     descriptions: list[str]
     capture: str  # "full" | "lowmem"
+    extras: dict[str, Any] = field(default_factory=dict)  # the method's facts for the settings (MethodOutput.extras)
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding)."""
@@ -97,6 +98,7 @@ def _full_batch(
         real, result, pooling, "full", layer_rows=out.layer_rows,
         layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
+        extras=out.extras,
     )
 
 
@@ -136,7 +138,7 @@ def _streamed_batch(
 def _build(
     real: torch.Tensor, result: HeadResult, pooling: str, capture_mode: str, *, layer_rows: torch.Tensor,
     layer_attention_scores: torch.Tensor, matrix: torch.Tensor | None, layer_attention: torch.Tensor | None,
-    head_attention: torch.Tensor | None,
+    head_attention: torch.Tensor | None, extras: dict[str, Any] | None = None,
 ) -> BatchResult:
     """The one BatchResult builder of both captures: the final scores are the last layer's rows."""
     description = _row_description(pooling, result.weights is not None, real)
@@ -145,7 +147,7 @@ def _build(
         matrix=matrix, layer_attention=layer_attention, head_attention=head_attention,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture=capture_mode,
+        capture=capture_mode, extras=dict(extras or {}),
     )
 
 
