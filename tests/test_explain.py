@@ -300,7 +300,8 @@ def test_settings_hold_every_option_as_it_ran(tiny_handle):
                      keep_heads=True)
     layers = handle.num_layers
     expected = {"method": "rollout", "head_fusion": "max", "residual_weight": 0.5, "discard_ratio": 0.25,
-                "start_layer": layers - 2, "end_layer": layers, "keep_heads": True, "capture": "full"}
+                "start_layer": layers - 2, "end_layer": layers, "keep_heads": True, "capture": "full",
+                    "full_matrix": False}
     assert {f.name for f in dataclasses.fields(Options)} == set(expected)
     assert {key: e.settings[key] for key in expected} == expected
 
