@@ -28,10 +28,12 @@ from rollout_core.explanation import Explanation, Prediction
 from rollout_core.inputs.text import EncodedText, encode_text, model_max_length, normalise_text, pad_batch, pad_token_id
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import attention_rollout, augment_layer, layer_attention
+from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
+from rollout_core.models.value_norms import record_value_norms
 from rollout_core.options import CAPTURES, HEAD_FUSIONS, Options
 
 METHODS = methods.names()
@@ -417,6 +419,7 @@ class BatchResult:
     targets: list[Any]
     descriptions: list[str]
     capture: str  # "full" | "lowmem"
+    sinks: SinkReport | None = None  # attention sinks of every layer (not on the low-memory path)
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding)."""
@@ -431,6 +434,7 @@ class BatchResult:
             "layer_attention": np.zeros((layers, 0, n)) if self.layer_attention is None
             else np_(self.layer_attention[:, b, :n, :n]),
             "head_attention": np_(None if self.head_attention is None else self.head_attention[:, b, :, :n, :n]),
+            "extras": {} if self.sinks is None else {"sinks": sink_facts(self.sinks, b, n)},
         }
 
 
@@ -456,7 +460,7 @@ def _explain_batch(
         return found["head"].score
 
     recorder = method.recorder(handle.model) if method.recorder else contextlib.nullcontext()
-    with recorder as recorded:
+    with recorder as recorded, record_value_norms(handle.model) as value_norms:
         captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
                                score=score if method.needs_gradients else None,
                                hidden_states=method.needs_hidden_states)
@@ -470,6 +474,8 @@ def _explain_batch(
                                                       full_matrix=layout is None, recorded=recorded))
     layer_rows, matrix = out.layer_rows, out.matrix
     scores = layer_rows[-1]
+    layer_att = layer_att if out.layer_maps is None else out.layer_maps
+    sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     heads = torch.stack(atts[s:e]) if opts.keep_heads else None
     return BatchResult(
@@ -478,7 +484,7 @@ def _explain_batch(
         matrix=matrix, layer_attention=layer_att, head_attention=heads,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture="full",
+        capture="full", sinks=sinks,
     )
 
 
