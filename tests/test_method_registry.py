@@ -13,7 +13,8 @@ from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.summary import summarize
 
-KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp"}  # the methods the project ships, written out by hand
+KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp", "norm", "alti", "value_zeroing",
+         "sink_free"}  # the methods the project ships, written out by hand
 
 FAKE_METHOD = '''
 from rollout_core.methods._spec import MethodOutput, MethodSpec

@@ -7,6 +7,7 @@ from functools import lru_cache
 import numpy as np
 from plotly.colors import get_colorscale
 
+from rollout_core import methods
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 
@@ -40,7 +41,8 @@ def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool 
         return f"{expl.method} (final)"
     number = model_layer(expl, layer)
     if raw_attention:
-        return f"raw attention of layer {number}"
+        spec = next((s for s in methods.all_methods() if s.name == expl.method), None)
+        return f"{spec.layer_view if spec else 'raw attention'} of layer {number}"
     return f"{expl.method} up to layer {number}" if is_cumulative(expl.method) else f"{expl.method} at layer {number}"
 
 

@@ -61,7 +61,7 @@ def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, ex
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
         **dataclasses.asdict(dataclasses.replace(opts, capture=result.capture)), "target": result.targets[b],
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
-        **result.extras, **extra,
+        **result.method_facts, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
     }

@@ -12,8 +12,10 @@ from rollout_core import capture, lowmem, methods
 from rollout_core.errors import InputError
 from rollout_core.explanation import Prediction
 from rollout_core.maths.rollout import layer_attention
+from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
+from rollout_core.models.value_norms import record_value_norms
 from rollout_core.options import Options
 from rollout_core.pipeline.heads import Head, HeadResult, causal_positions
 
@@ -33,7 +35,8 @@ class BatchResult:
     targets: list[Any]
     descriptions: list[str]
     capture: str  # "full" | "lowmem"
-    extras: dict[str, Any] = field(default_factory=dict)  # the method's facts for the settings (MethodOutput.extras)
+    method_facts: dict[str, Any] = field(default_factory=dict)  # for the settings (MethodOutput.extras)
+    sinks: SinkReport | None = None  # attention sinks of every layer (not on the low-memory path)
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding)."""
@@ -48,6 +51,7 @@ class BatchResult:
             "layer_attention": np.zeros((layers, 0, n)) if self.layer_attention is None
             else np_(self.layer_attention[:, b, :n, :n]),
             "head_attention": np_(None if self.head_attention is None else self.head_attention[:, b, :, :n, :n]),
+            "extras": {} if self.sinks is None else {"sinks": sink_facts(self.sinks, b, n)},
         }
 
 
@@ -82,7 +86,7 @@ def _full_batch(
         return found["head"].score
 
     recorder = method.recorder(handle.model) if method.recorder else contextlib.nullcontext()
-    with recorder as recorded:
+    with recorder as recorded, record_value_norms(handle.model) as value_norms:
         captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
                                score=score if method.needs_gradients else None,
                                hidden_states=method.needs_hidden_states)
@@ -93,12 +97,14 @@ def _full_batch(
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
                                                       full_matrix=layout is None, recorded=recorded))
+    layer_att = layer_att if out.layer_maps is None else out.layer_maps
+    sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     return _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
         layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
-        extras=out.extras,
+        method_facts=out.extras, sinks=sinks,
     )
 
 
@@ -138,7 +144,8 @@ def _streamed_batch(
 def _build(
     real: torch.Tensor, result: HeadResult, pooling: str, capture_mode: str, *, layer_rows: torch.Tensor,
     layer_attention_scores: torch.Tensor, matrix: torch.Tensor | None, layer_attention: torch.Tensor | None,
-    head_attention: torch.Tensor | None, extras: dict[str, Any] | None = None,
+    head_attention: torch.Tensor | None, method_facts: dict[str, Any] | None = None,
+    sinks: SinkReport | None = None,
 ) -> BatchResult:
     """The one BatchResult builder of both captures: the final scores are the last layer's rows."""
     description = _row_description(pooling, result.weights is not None, real)
@@ -147,7 +154,7 @@ def _build(
         matrix=matrix, layer_attention=layer_attention, head_attention=head_attention,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture=capture_mode, extras=dict(extras or {}),
+        capture=capture_mode, method_facts=dict(method_facts or {}), sinks=sinks,
     )
 
 
