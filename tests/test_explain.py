@@ -331,9 +331,14 @@ def test_threads_sharing_handles_get_their_own_results(tiny_handle):
     """Several threads explaining with shared (cached) handles get exactly the sequential results."""
     import threading
 
-    jobs = [("bert", "the cat sat"), ("gpt2", "a bad film was not fun"), ("vit", None), ("bert", "i loved it")] * 2
-    run = lambda kind, text: (explain_image(tiny_handle(kind), _picture()) if text is None  # noqa: E731
-                              else explain_text(tiny_handle(kind), text, method="gradient" if kind == "bert" else "rollout"))
+    jobs = [("bert", "the cat sat", "gradient"), ("gpt2", "a bad film was not fun", "rollout"),
+            ("vit", None, "rollout"), ("bert", "i loved it", "rollout"),
+            # methods whose hooks record or rewrite the shared model's forward pass
+            ("bert", "the food was cold", "alti"), ("bert", "it was fine", "value_zeroing"),
+            ("vit", None, "norm"), ("bert", "a good day", "attnlrp")] * 2
+    run = lambda kind, text, method: (  # noqa: E731
+        explain_image(tiny_handle(kind), _picture(), method=method) if text is None
+        else explain_text(tiny_handle(kind), text, method=method))
     expected = [run(*job).scores for job in jobs]
     got: dict[int, np.ndarray] = {}
     threads = [threading.Thread(target=lambda i=i, job=job: got.__setitem__(i, run(*job).scores))

@@ -15,7 +15,6 @@ so the outputs inside and after the block are those of the unmodified model.
 """
 from __future__ import annotations
 
-import threading
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
@@ -23,6 +22,7 @@ import torch
 from torch import nn
 
 from rollout_core.errors import UnsupportedModelError
+from rollout_core.models.thread_hooks import own_thread
 
 QK_FACTOR = 4.0  # uniform rule at A V (1/2) times uniform rule at Q Kᵀ (1/2)
 V_FACTOR = 2.0  # uniform rule at A V
@@ -84,10 +84,8 @@ def rules(model: nn.Module, projections: Sequence[tuple[nn.Module, float]]) -> I
     """The rules on any module tree: every LayerNorm and element-wise activation, and the gradient of each
     attention projection's output divided by its factor (Q, K: 4; V: 2). Hooks removed on exit. They act only
     on forward passes of the thread that entered the block: the dashboard shares a model between threads."""
-    owner = threading.get_ident()
-
     def hook(rule: Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]) -> Callable:
-        return lambda m, a, out: rule(m, a[0], out) if threading.get_ident() == owner else None
+        return own_thread(lambda m, a, out: rule(m, a[0], out))
 
     hooks = []
     try:

@@ -15,6 +15,7 @@ import torch
 
 from rollout_core.errors import UnsupportedModelError
 from rollout_core.models.layer_access import layer_access
+from rollout_core.models.thread_hooks import own_thread
 
 
 def encoder_layers_and_values(model: torch.nn.Module, purpose: str = "Value zeroing"
@@ -45,7 +46,7 @@ def _zero_value_rows(value: torch.nn.Linear, rows: torch.Tensor) -> Iterator[Non
         keep = torch.ones(output.shape[:2], dtype=output.dtype, device=output.device)
         keep[torch.arange(len(rows), device=output.device), rows] = 0
         return output * keep[..., None]
-    handle = value.register_forward_hook(hook)
+    handle = value.register_forward_hook(own_thread(hook))
     try:
         yield
     finally:

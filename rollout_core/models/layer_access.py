@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from rollout_core.errors import UnsupportedModelError
+from rollout_core.models.thread_hooks import own_thread
 
 _POST_LN = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert")
 _PRE_LN = ("vit", "deit", "dinov2", "dinov2_with_registers")
@@ -93,20 +94,22 @@ def _first_input(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor:
 
 @contextmanager
 def recording(model: nn.Module, purpose: str = "This method") -> Iterator[Recorded]:
-    """Hooks recording, during any forward pass inside the block, the states the contribution measures need."""
+    """Hooks recording, during any forward pass of this thread inside the block, the states the contribution measures need."""
     rec = Recorded(layer_access(model, purpose))
     handles = []
     for acc in rec.layers:
         handles.append(acc.layer.register_forward_pre_hook(
-            lambda m, a, k: rec.residual.append(_first_input(a, k).detach()), with_kwargs=True))
+            own_thread(lambda m, a, k: rec.residual.append(_first_input(a, k).detach())), with_kwargs=True))
         handles.append(acc.attention.register_forward_pre_hook(
-            lambda m, a, k: rec.attn_input.append(_first_input(a, k).detach()), with_kwargs=True))
-        handles.append(acc.attention.register_forward_hook(lambda m, a, out: rec.probs.append(out[1].detach())))
+            own_thread(lambda m, a, k: rec.attn_input.append(_first_input(a, k).detach())), with_kwargs=True))
+        handles.append(acc.attention.register_forward_hook(
+            own_thread(lambda m, a, out: rec.probs.append(out[1].detach()))))
         if acc.post_ln:
-            handles.append(acc.block_output.register_forward_hook(lambda m, a, out: rec.block_out.append(out.detach())))
+            handles.append(acc.block_output.register_forward_hook(
+                own_thread(lambda m, a, out: rec.block_out.append(out.detach()))))
         else:
             handles.append(acc.block_output.register_forward_pre_hook(
-                lambda m, a: rec.block_out.append(a[0].detach())))
+                own_thread(lambda m, a: rec.block_out.append(a[0].detach()))))
     try:
         yield rec
     finally:

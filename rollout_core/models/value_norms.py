@@ -11,6 +11,7 @@ from typing import Iterator
 import torch
 
 from rollout_core.models.layer_access import layer_access, supports
+from rollout_core.models.thread_hooks import own_thread
 
 
 def value_projections(model: torch.nn.Module) -> list[torch.nn.Linear] | None:
@@ -32,7 +33,7 @@ class ValueNorms:
 
 @contextmanager
 def record_value_norms(model: torch.nn.Module) -> Iterator[ValueNorms]:
-    """Within the block, every forward of `model` records per-token value norms (only the last forward is kept)."""
+    """Within the block, every forward of `model` on this thread records per-token value norms (only the last forward is kept)."""
     result = ValueNorms()
     layers = layer_access(model) if supports(model) else []
     result.supported = bool(layers)
@@ -46,7 +47,7 @@ def record_value_norms(model: torch.nn.Module) -> Iterator[ValueNorms]:
             result.layers.append(heads.norm(dim=-1).mean(-1))
         return hook
 
-    handles = [acc.value.register_forward_hook(hook_for(i, acc.num_heads)) for i, acc in enumerate(layers)]
+    handles = [acc.value.register_forward_hook(own_thread(hook_for(i, acc.num_heads))) for i, acc in enumerate(layers)]
     try:
         yield result
     finally:
