@@ -25,16 +25,16 @@ mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_
 with st.sidebar:
     st.header("Left (A)")
     name_a, pickle_a = model_picker(modality, key="model")
-    method_a = method_settings()
+    method_a, target_a = method_settings()
     st.header("Right (B)")
     if mode == "models":
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
-        method_b = method_a
+        method_b, target_b = method_a, target_a
     else:
         name_b, pickle_b = name_a, pickle_a
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
             st.session_state["b_method"] = "attention"
-        method_b = method_settings(key="b_")
+        method_b, target_b = method_settings(key="b_")
 
 if modality == "text":
     source = text_input()
@@ -44,11 +44,12 @@ else:
     explain = core.explain_image
 
 results = []
-for side, name, allow_pickle, method in (("A", name_a, pickle_a, method_a), ("B", name_b, pickle_b, method_b)):
+for side, name, allow_pickle, method, target in (("A", name_a, pickle_a, method_a, target_a),
+                                                 ("B", name_b, pickle_b, method_b, target_b)):
     exp = None
     if source is not None and core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
         exp = core.run(f"explaining with {name} ({method.method}) for side {side}", explain, name, allow_pickle,
-                       source, method)
+                       source, method, target)
     results.append(exp)
 
 a, b = results

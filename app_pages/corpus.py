@@ -1,72 +1,115 @@
 """Corpus page: per-class deciding words over many texts, their examples, and the evidence hit rate."""
 from __future__ import annotations
 
-from pathlib import Path
+import time
 
 import pandas as pd
 import plotly.express as px
 import streamlit as st
 
 from app_pages._lib import core
+from app_pages._lib.safe import safe_text
+from app_pages._lib.sidebar import model_picker
+from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_rows, read_results
-from rollout_core.corpus.views import evidence_hit_rate, row_highlight_html
+from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
+from rollout_core.paths import corpus_dir
 
 MAX_ROWS = 2000
+BATCH = 16
+
+
+def _generated(n: int) -> tuple[pd.DataFrame, dict]:
+    examples = generate(n, seed=0)
+    frame = pd.DataFrame({"id": [str(i) for i in range(len(examples))],
+                          "text": [e.text for e in examples], "label": [e.label for e in examples]})
+    return frame, {str(i): e.evidence for i, e in enumerate(examples)}
+
+
+def _uploaded(n: int) -> pd.DataFrame | None:
+    upload = st.file_uploader("CSV with a `text` column (optional `label`)", type="csv")
+    if upload is None:
+        return None
+    try:
+        frame = pd.read_csv(upload, nrows=n)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise RolloutError(f"cannot read the CSV: {err}") from err
+    if "text" not in frame.columns:
+        raise RolloutError("the CSV has no `text` column")
+    return pd.DataFrame({"id": [str(i) for i in range(len(frame))], "text": frame["text"].astype(str),
+                         "label": frame["label"].astype(str) if "label" in frame else None})
+
+
+def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataFrame, method: str) -> pd.DataFrame:
+    model = core.load(model_name, allow_pickle)
+    bar, start, parts = st.progress(0.0, text="starting"), time.monotonic(), []
+    for first in range(0, len(corpus), BATCH):
+        parts.append(explain_rows(model, corpus.iloc[first:first + BATCH], method, BATCH).to_pandas())
+        done = min(first + BATCH, len(corpus))
+        rate = done / max(time.monotonic() - start, 1e-9)
+        bar.progress(done / len(corpus), text=f"{done}/{len(corpus)} texts · {rate:.1f}/s · "
+                                              f"{(len(corpus) - done) / rate:.0f} s left")
+    bar.empty()
+    return pd.concat(parts, ignore_index=True)
+
 
 st.title("Corpus")
+st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
+           "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
+with st.sidebar:
+    model_name, allow_pickle = model_picker("text")
+    method = st.selectbox("Method", methods.names(), format_func=lambda n: methods.get(n).title,
+                          key="corpus_method")
 source = st.radio("Source", ["Generated sentences", "Uploaded CSV", "Result folder"], horizontal=True)
 results, evidence = None, {}
-try:
+with core.guarded("reading the corpus"):
     if source == "Result folder":
-        folder = st.text_input("Result folder (from `rollout corpus run --out ...`)")
-        if folder:
-            results = read_results(Path(folder))
-    else:
-        n = st.number_input("Rows", 10, MAX_ROWS, 100, step=10)
-        if source == "Generated sentences":
-            examples = generate(int(n), seed=0)
-            corpus = pd.DataFrame({"id": [str(i) for i in range(len(examples))],
-                                   "text": [e.text for e in examples], "label": [e.label for e in examples]})
-            evidence = {str(i): e.evidence for i, e in enumerate(examples)}
+        root = corpus_dir()
+        folders = result_folders(root)
+        if not folders:
+            st.info(safe_text(f"No result folders under {root} yet (set ROLLOUT_CORPUS_DIR to look elsewhere)."))
         else:
-            upload = st.file_uploader("CSV with a `text` column (optional `label`)", type="csv")
-            corpus = None
-            if upload is not None:
-                frame = pd.read_csv(upload).head(int(n))
-                if "text" not in frame.columns:
-                    raise RolloutError("the CSV has no `text` column")
-                corpus = pd.DataFrame({"id": [str(i) for i in range(len(frame))], "text": frame["text"].astype(str),
-                                       "label": frame["label"].astype(str) if "label" in frame else None})
-        if corpus is not None and st.button("Explain", type="primary"):
-            with st.spinner(f"explaining {len(corpus)} texts"):
-                st.session_state["corpus_results"] = explain_rows(
-                    core.load("default-text"), corpus, "rollout", 16).to_pandas()
-                st.session_state["corpus_evidence"] = evidence
+            folder = st.selectbox("Result folder", folders, format_func=lambda p: p.name)
+            results = read_results(folder)
+    else:
+        n = int(st.number_input("Rows", 10, MAX_ROWS, 100, step=10))
+        corpus = None
+        if source == "Generated sentences":
+            corpus, evidence = _generated(n)
+        else:
+            corpus = _uploaded(n)
+        if corpus is not None and model_name and st.button("Explain", type="primary"):
+            st.session_state["corpus_results"] = _explain_with_progress(model_name, allow_pickle, corpus, method)
+            st.session_state["corpus_evidence"] = evidence
         results = st.session_state.get("corpus_results")
         evidence = st.session_state.get("corpus_evidence", {})
-except (RolloutError, ValueError) as err:
-    st.error(str(err))
 
 if results is not None and len(results):
     if results["label"].notna().all():
         results = results.assign(correct=results["label"] == results["prediction"])
+        st.caption(f"Accuracy on these rows: {results['correct'].mean():.0%}")
         keep = st.radio("Rows", ["all", "correct", "incorrect"], horizontal=True)
         if keep != "all":
             results = results[results["correct"] == (keep == "correct")]
     classes = sorted(results["prediction"].dropna().unique())
-    label = st.selectbox("Predicted class", classes)
+    if not classes:
+        st.info("No rows match this filter.")
+        st.stop()
+    label = st.selectbox("Predicted class", classes, format_func=safe_text)
     table = class_tokens(results[results["prediction"] == label], min_count=2)
     top = table.head(20)
     st.plotly_chart(px.bar(top, x="word", y="mean_share", hover_data=["count", "top1_share"],
-                           title=f"Deciding words for {label}"))
-    st.download_button("Download CSV", class_tokens(results).to_csv(index=False), "corpus_words.csv", "text/csv")
+                           labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
+                           title=f"Words the model leans on for {safe_text(label)} (seen at least twice)"))
+    st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),
+                       "corpus_words.csv", "text/csv")
     if evidence:
         rate = evidence_hit_rate(results, evidence)
-        st.metric("Top word inside the evidence", f"{rate:.0%}")
+        st.metric("Rows whose top word is a deciding word (ground truth)", f"{rate:.0%}")
     if len(top):
-        word = st.selectbox("Word", list(top["word"]))
+        word = st.selectbox("Show the rows where this word is the top word", list(top["word"]), format_func=safe_text)
         for _, row in examples_for(results, word, label).head(10).iterrows():
             st.markdown(row_highlight_html(row, marker=word), unsafe_allow_html=True)

@@ -8,6 +8,7 @@ import streamlit as st
 
 from app_pages._lib import core
 from app_pages._lib.inputs import image_input, text_input
+from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core.faithfulness.evaluate import METHODS, REFERENCES
@@ -23,7 +24,7 @@ st.markdown("Remove the most (or least) relevant tokens/patches first and watch 
 
 param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
-name, allow_pickle, method = model_and_method(modality, method_header="Method options")
+name, allow_pickle, method, _ = model_and_method(modality, method_header="Method options")
 
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))
@@ -57,10 +58,10 @@ with one:
     if st.session_state.get("evaluate_one") and source is not None and methods:
         bar = st.progress(0.0, "starting")
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
-                          allow_pickle, source, methods, method, _progress=_progress(bar))
+                          allow_pickle, source, methods, method, progress=_progress(bar))
         bar.empty()
         if result is not None:
-            st.metric("Predicted (target of every curve)", result.predicted, f"{result.probability:.1%}",
+            st.metric("Predicted (target of every curve)", safe_text(result.predicted), f"{result.probability:.1%}",
                       delta_color="off")
             _table(*readable_table(result.table))
             cols = st.columns(2)

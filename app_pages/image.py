@@ -8,14 +8,16 @@ from app_pages._lib.inputs import image_input
 from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
+from app_pages._lib.trust import domain_warning, trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
+from rollout_core.methods.flow import describe
 from rollout_core.figures.image import DEFAULT_COLORMAP
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 
 st.title("Image")
 
-name, allow_pickle, method = model_and_method("image")
+name, allow_pickle, method, target = model_and_method("image")
 
 choice = image_input()
 image_bytes, source = choice.data, choice.name
@@ -29,7 +31,7 @@ with shared_col:
 exp = None
 if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
     exp = core.run(f"running {name} on {source} and computing {method.method}", core.explain_image, name,
-                   allow_pickle, image_bytes, method)
+                   allow_pickle, image_bytes, method, target)
 
 
 @st.fragment
@@ -44,7 +46,8 @@ def layer_view(exp: object, scale: str) -> None:
         "Overlay": lambda: figures.image_overlay(exp, layer=index, raw_attention=raw, opacity=opacity,
                                                  colormap=scale),
         "Patch grid": lambda: figures.patch_heatmap(exp, layer=index, raw_attention=raw, colormap=scale),
-    }, key="image", stem=views.download_stem(exp, source))
+    }, key="image", stem=views.download_stem(exp, source),
+       view=dict(layer=index, raw_attention=raw, colormap=scale, opacity=opacity))
     sync_url()
 
 
@@ -54,11 +57,15 @@ if exp is not None:
         views.prediction(exp)
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
+        if describe(exp.settings):
+            st.caption(safe_text(describe(exp.settings)) + ".")
         source_size, size = exp.settings.get("source_size"), exp.settings.get("image_size")
         if source_size and size and list(source_size) != list(size):
             how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"
             st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
         layer_view(exp, scale)
+        trust_line(name, allow_pickle, exp, image_bytes)
+        domain_warning(name, exp)
 
 sync_url()

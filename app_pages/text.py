@@ -8,13 +8,15 @@ from app_pages._lib.inputs import text_input
 from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
+from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
+from rollout_core.methods.flow import describe
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 
 st.title("Text")
 
-name, allow_pickle, method = model_and_method("text")
+name, allow_pickle, method, target = model_and_method("text")
 
 
 def _use_example() -> None:
@@ -36,7 +38,7 @@ if handle is not None and handle.task == "sentence-encoder":
 exp = None
 if handle is not None:
     exp = core.run(f"running {name} and computing {method.method}", core.explain_text, name, allow_pickle, text,
-                   method, labels)
+                   method, target, labels)
 
 
 
@@ -47,9 +49,9 @@ def layer_view(exp: object, specials: str) -> None:
     layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
                                 label=figures.slider_label(exp.method))
     index = views.layer_index(layer)
-    st.caption("Download the bars of the layer on screen:")
+    st.caption("Downloads of the layer on screen:")
     views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
-                    key="text", stem=views.download_stem(exp, exp.text))
+                    key="text", stem=views.download_stem(exp, exp.text), view=dict(layer=index, raw_attention=raw))
     param("heads_open", False)
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
@@ -88,8 +90,11 @@ if exp is not None:
         views.unknown_warning(exp, handle.processor)
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
+        if describe(exp.settings):
+            st.caption(safe_text(describe(exp.settings)) + ".")
     with right:
         layer_view(exp, specials)
+        trust_line(name, allow_pickle, exp, text)
 
     note = figures.matrix_note(exp)
     st.subheader("Final relevance row" if note else "Final matrix")
@@ -106,6 +111,7 @@ if exp is not None:
         st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig), f"{stem}_matrix.png",
                            "image/png", key="text_matrix_png")
     else:
-        st.info("No full matrix for this method and input (too costly); the explained row is shown above.")
+        st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
+                + safe_text(describe(exp.settings)) + ".")
 
 sync_url()

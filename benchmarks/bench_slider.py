@@ -1,7 +1,7 @@
 """Layer-slider move -> the new layer shown, in headless chromium: ours vs a server round trip per move.
 
 Ours is the real app's text page (every slider position drawn once and switched in the browser,
-app_pages/_lib/layer_explorer.js); the reference is the same view drawn by the server on each move
+rollout_core/figures/layer_explorer.js); the reference is the same view drawn by the server on each move
 (benchmarks/slider_round_trip_app.py: st.slider in a fragment, as the page did before). Both on
 default-text with the same sentence, measured one after the other in this run by the browser test's own
 timer (benchmarks/browser_harness.py). Needs `python -m rollout_core setup` and /usr/bin/chromium.

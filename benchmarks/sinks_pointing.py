@@ -20,7 +20,7 @@ from rollout_core.models.value_norms import record_value_norms
 
 
 def _explain(handle, fn, item):
-    with record_value_norms(handle.model, handle.num_heads) as recorded:
+    with record_value_norms(handle.model) as recorded:
         explanation = fn(handle, item, method="rollout", keep_heads=True)
     attentions = torch.as_tensor(explanation.head_attention).unsqueeze(1)  # (L, 1, H, n, n)
     return explanation, attentions, recorded.norms

@@ -28,6 +28,7 @@ _EXPORTS = {
     "explain_texts": "rollout_core.explain",
     "explain_image": "rollout_core.explain",
     "Explanation": "rollout_core.explanation",
+    "show": "rollout_core.figures.standalone",
     # errors
     "RolloutError": "rollout_core.errors",
     "InputError": "rollout_core.errors",

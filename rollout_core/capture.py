@@ -30,6 +30,7 @@ class Captured:
     gradients: tuple[torch.Tensor, ...] | None = None  # like `attentions`, for method="gradient"
     decoder_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, m)
     cross_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, n)
+    input_gradients: torch.Tensor | None = None  # (B, n, d) d score / d hidden_states[0], with gradients + states
 
 
 def run(
@@ -41,16 +42,12 @@ def run(
     hidden_states: bool = False,
 ) -> Captured:
     """Forward `inputs` (already on the model's device) with attentions; gradients when `score` is given;
-    every layer's hidden states in `outputs.hidden_states` when `hidden_states`."""
+    every layer's hidden states in `outputs.hidden_states` when `hidden_states` (with `score`, also the
+    gradient w.r.t. the encoder's input, hidden_states[0], in `input_gradients`)."""
     grad = score is not None
-    try:
-        with torch.set_grad_enabled(grad):
-            extra = {"output_hidden_states": True} if hidden_states else {}
-            outputs = model(**inputs, output_attentions=True, return_dict=True, **extra)
-    except RolloutError:
-        raise
-    except (RuntimeError, ValueError, IndexError, TypeError) as err:
-        raise UnsupportedModelError(f"the model failed on this input: {err}") from err
+    with torch.set_grad_enabled(grad):
+        extra = {"output_hidden_states": True} if hidden_states else {}
+        outputs = forward(model, inputs, output_attentions=True, return_dict=True, **extra)
     seq2seq = getattr(model.config, "is_encoder_decoder", False)
     attentions = outputs.encoder_attentions if seq2seq else outputs.attentions
     n = _sequence_length(inputs, attentions)
@@ -63,7 +60,10 @@ def run(
         captured.cross_attentions = check_attentions(outputs.cross_attentions, layers, (m, n), "cross-attention")
     if grad:
         values = score(outputs)
-        found = torch.autograd.grad(values.sum(), attentions, allow_unused=True)
+        embedded = (outputs.hidden_states[0],) if hidden_states and not seq2seq else ()
+        found = torch.autograd.grad(values.sum(), tuple(attentions) + embedded, allow_unused=True)
+        if embedded:
+            captured.input_gradients, found = found[-1], found[:-1]
         if any(g is None for g in found):
             raise UnsupportedModelError(
                 "the attention weights this model returns are not the ones its forward pass uses, so their "
@@ -73,6 +73,17 @@ def run(
         captured.attentions = tuple(a.detach() for a in attentions)
         captured.logits = None if captured.logits is None else captured.logits.detach()
     return captured
+
+
+def forward(model: torch.nn.Module, inputs: Mapping[str, Any], **options: Any) -> Any:
+    """`model(**inputs, **options)`; a failure of the model's own code is an UnsupportedModelError (the
+    full and the streaming capture both call this, so a failing model reads the same on either)."""
+    try:
+        return model(**inputs, **options)
+    except RolloutError:
+        raise
+    except (RuntimeError, ValueError, IndexError, TypeError) as err:
+        raise UnsupportedModelError(f"the model failed on this input: {err}") from err
 
 
 def _sequence_length(inputs: Mapping[str, Any], attentions: Sequence[torch.Tensor] | None) -> int:

@@ -43,6 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     text.add_argument("--text", help="the same as TEXT")
     text.add_argument("--labels", help="zero-shot labels for sentence encoders, comma-separated: a,b,c")
     text.add_argument("--max-length", type=int, help="cut the text at this many tokens (default: the model's limit)")
+    text.add_argument("--full-matrix", action="store_true",
+                      help="flow: also compute the whole n x n matrix (n² max flows; the output says the cost)")
     image = sub.add_parser("image", help="explain an image")
     image.add_argument("--model", help="registry name, local folder or hub id (default: default-image)")
     image.add_argument("given", nargs="?", metavar="IMAGE", help="image file")
@@ -147,7 +149,8 @@ def _cmd_text(args: argparse.Namespace) -> int:
     from rollout_core.explain import explain_text
 
     handle = _load(args.model, "text", args.allow_pickle)
-    explanation = explain_text(handle, text, labels=labels, max_length=args.max_length, **_options(args))
+    explanation = explain_text(handle, text, labels=labels, max_length=args.max_length,
+                               full_matrix=args.full_matrix, **_options(args))
     print(explanation.to_json() if args.json else render_text(explanation))
     return 0
 
@@ -224,6 +227,10 @@ def _bar(value: float, top: float) -> str:
 
 def _header(e: Any) -> list[str]:
     lines = [f"model: {e.model_name}   method: {e.method}   explained: {e.target_description}"]
+    from rollout_core.methods.flow import describe
+
+    if describe(e.settings):
+        lines.append(describe(e.settings))
     if e.extras.get("generated_text") is not None:
         lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:

@@ -7,7 +7,9 @@ Arrays are numpy (the edge of the library); the maths that produced them is torc
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -122,6 +124,23 @@ class Explanation:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(**kwargs), ensure_ascii=False)
+
+    def to_html(self, path: str | os.PathLike[str] | None = None, **view: Any) -> str:
+        """One standalone HTML page of this explanation with the layer slider (plotly.js inlined: works offline,
+        opened by double-click), written to `path` when given; `view` (layer, raw_attention, figures, colormap,
+        opacity) as in `rollout_core.figures.standalone.explorer_data`."""
+        from rollout_core.figures.standalone import standalone_html
+
+        page = standalone_html(self, **view)
+        if path is not None:
+            Path(path).write_text(page, encoding="utf-8")
+        return page
+
+    def _repr_html_(self) -> str:
+        """Notebooks: the highlight (text) or overlay (image) with the layer slider, self-contained."""
+        from rollout_core.figures.standalone import notebook_html
+
+        return notebook_html(self)
 
 
 def _is_matrix(value: Any) -> bool:

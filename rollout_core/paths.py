@@ -22,3 +22,15 @@ def models_dir() -> Path:
         return env
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "rollout-dashboard" / "models"
+
+
+def corpus_dir() -> Path:
+    """Folder whose result folders the Corpus page may open (`ROLLOUT_CORPUS_DIR`, default a per-user cache).
+
+    The page never opens a path typed by a visitor: only result folders directly inside this one.
+    """
+    env = env_folder("ROLLOUT_CORPUS_DIR")
+    if env is not None:
+        return env
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "rollout-dashboard" / "corpus"

@@ -51,15 +51,31 @@ def env_folder(name: str) -> Path | None:
     return path
 
 
+def env_folders(name: str) -> list[Path]:
+    """The os.pathsep-separated folders in env `name` ([] when unset); `SettingsError` naming the first one that
+    does not exist or is not a folder (a root that cannot hold models is a typo, not a restriction)."""
+    folders = []
+    for raw in os.environ.get(name, "").split(os.pathsep):
+        if not raw.strip():
+            continue
+        path = Path(raw.strip()).expanduser()
+        if not path.is_dir():
+            problem = "is not a folder" if path.exists() else "does not exist"
+            raise SettingsError(f"server setting {name}: {raw.strip()!r} {problem}; fix or unset it and restart")
+        folders.append(path)
+    return folders
+
+
 def check_settings() -> None:
     """Parse every ROLLOUT_* setting; raise one `SettingsError` listing each bad one."""
-    from rollout_core import lowmem
+    from rollout_core import budget, lowmem, result_cache
     from rollout_core.inputs import images
     from rollout_core.models import loading, size
 
     problems = []
     for read in (size.max_params, loading.cache_size, images.max_image_pixels, lowmem.memory_budget_bytes,
-                 lambda: env_folder("ROLLOUT_MODELS_DIR")):
+                 result_cache.max_cache_bytes, budget.max_seconds, budget.max_heavy_jobs,
+                 lambda: env_folder("ROLLOUT_MODELS_DIR"), lambda: env_folders("ROLLOUT_ALLOWED_MODEL_ROOTS")):
         try:
             read()
         except SettingsError as err:

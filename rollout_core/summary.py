@@ -3,7 +3,7 @@
 It must never claim more than the numbers say: it names the method exactly, says when the map is flat
 (the top share barely above the uniform share), how much of the raw mass special tokens took before the
 shown map was renormalised, that plain rollout/flow/attention are the same whatever class is asked
-about, and truncation. Plain text (the pages render it as text, not HTML).
+about, attention sinks (tokens that take far more attention than uniform while passing little), and truncation. Plain text (the pages render it as text, not HTML).
 """
 from __future__ import annotations
 
@@ -44,6 +44,12 @@ def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, ra
             f"You asked about class {expl.target}, but plain {spec.phrase} is class-agnostic: the "
             f"map is the same whichever class is asked about; use {specific} instead."
         )
+    sinks = expl.extras.get("sinks")
+    if sinks and any(sinks["positions"]):
+        from rollout_core.maths.sinks import describe_sink_facts
+
+        parts.append(f"Attention sinks: {describe_sink_facts(sinks, expl.tokens)}"
+                     + (" Sink-free rollout drops them layer by layer (never the explained row's own position)." if expl.method == "sink_free" else ""))
     if expl.truncation:
         t = expl.truncation
         parts.append(
@@ -86,6 +92,8 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     heads = s.get("model_heads")
     fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
     spec = _spec(expl.method)
+    if raw_attention and spec is not None and spec.layer_view != "raw attention":
+        return f"{spec.layer_view} of layer {last}"
     if raw_attention or (spec is not None and not spec.cumulative):
         return f"raw attention of layer {last}, {fusion}"
     count = last - start

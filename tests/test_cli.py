@@ -146,3 +146,17 @@ def test_models_lists_the_registry(capsys):
     status, out, _ = _main(capsys, "models", "--json")
     names = [row["name"] for row in json.loads(out)]
     assert status == 0 and names[:4] == ["default-text", "default-image", "dinov2-small", "minilm"]
+
+
+def test_flow_output_says_exact_or_approximate_and_which_rows(capsys, tiny_model_dir, tmp_path):
+    model = str(tiny_model_dir("bert"))
+    status, out, _ = _main(capsys, "text", "the cat sat", "--model", model, "--method", "flow")
+    assert status == 0 and "attention flow: exact; explained row only (the full matrix would take" in out
+    status, out, _ = _main(capsys, "text", "the cat sat", "--model", model, "--method", "flow", "--full-matrix",
+                           "--json")
+    data = json.loads(out)
+    assert status == 0 and data["settings"]["flow_rows"] == "all rows (full matrix)"
+    path = tmp_path / "x.png"
+    Image.fromarray((np.random.default_rng(1).random((40, 60, 3)) * 255).astype(np.uint8)).save(path)
+    status, out, _ = _main(capsys, "image", str(path), "--model", str(tiny_model_dir("vit")), "--method", "flow")
+    assert status == 0 and "attention flow: approximate (error <= " in out

@@ -96,6 +96,6 @@ def test_padded_batch_equals_one_by_one(tiny_handle, measure):
 
 
 def test_unsupported_family_is_named(tiny_handle):
-    with pytest.raises(UnsupportedModelError, match="not for gpt2"):
+    with pytest.raises(UnsupportedModelError, match="bert, roberta.*dinov2.*this model is 'gpt2'"):
         with recording(tiny_handle("gpt2").model):
             pass

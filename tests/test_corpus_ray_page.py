@@ -31,7 +31,7 @@ def test_ray_matches_local(tiny_model_dir, tiny_handle, tmp_path):
     from rollout_core.corpus.ray_engine import read_ray_results, run_ray
 
     corpus = _corpus(200)
-    run_local(tiny_handle("bert"), corpus, tmp_path / "local", batch_size=16, progress=lambda m: None)
+    run_local(tiny_handle("bert"), corpus, tmp_path / "local", batch_size=16, progress=lambda done, total: None)
     ray.init(num_cpus=2, include_dashboard=False)
     try:
         run_ray(str(tiny_model_dir("bert")), corpus, tmp_path / "ray", batch_size=16, workers=2)
@@ -50,7 +50,7 @@ def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
     source = tmp_path / "in.csv"
     corpus.to_csv(source, index=False)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "rollout_core", "corpus", "run", str(source), "--out", str(out),
+    cmd = [sys.executable, "-m", "rollout_core", "corpus", "--data", str(source), "--out", str(out),
            "--model", str(tiny_model_dir("bert")), "--batch-size", "2", "--chunk-rows", "4"]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
@@ -65,14 +65,18 @@ def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
     assert sorted(ids) == sorted(corpus["id"]) and len(ids) == len(set(ids))
 
 
-def test_page_shows_result_folder(tiny_handle, tmp_path):
+def test_page_shows_result_folder(tiny_handle, tmp_path, monkeypatch):
     corpus = _corpus(30)
     corpus.loc[0, "text"] = "<img src=x onerror=alert(1)> was rude"
-    run_local(tiny_handle("bert"), corpus, tmp_path, batch_size=8, progress=lambda m: None)
+    run_local(tiny_handle("bert"), corpus, tmp_path / "run-1", batch_size=8, progress=lambda done, total: None)
+    (tmp_path / "not-a-result").mkdir()
+    monkeypatch.setenv("ROLLOUT_CORPUS_DIR", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).switch_page("app_pages/corpus.py").run()
     at.radio[0].set_value("Result folder").run()
-    at.text_input[0].set_value(str(tmp_path)).run()
     assert not at.exception, [str(e.value) for e in at.exception]
+    picker = next(s for s in at.selectbox if s.label == "Result folder")
+    assert picker.options == ["run-1"]  # only result folders inside ROLLOUT_CORPUS_DIR, no typed paths
+    assert not [t for t in at.text_input if "folder" in t.label.lower() and "hub" not in t.label.lower()]
     assert at.get("plotly_chart")
     html = "".join(str(m.value) for m in at.markdown)
     assert "<img" not in html

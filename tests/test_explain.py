@@ -263,6 +263,48 @@ def test_lowmem_capture_matches_full(tiny_handle, monkeypatch):
     assert explain_text(handle, SENTENCE).settings["capture"] == "lowmem"
 
 
+
+@pytest.mark.parametrize("kind", ["bert", "vit"])
+def test_a_failing_model_reads_the_same_on_both_captures(tiny_handle, kind):
+    """A model whose own code raises mid-forward: UnsupportedModelError with the same message either way."""
+    handle = tiny_handle(kind)
+    layer = next(m for m in handle.model.modules() if type(m).__name__.endswith("Layer"))  # the first block
+
+    def broken(module, args, output):
+        raise RuntimeError("shape mismatch in a custom layer")
+
+    hook = layer.register_forward_hook(broken)
+    messages = {}
+    try:
+        for mode in ("full", "lowmem"):
+            with pytest.raises(UnsupportedModelError) as err:
+                if kind == "bert":
+                    explain_text(handle, SENTENCE, capture=mode)
+                else:
+                    explain_image(handle, np.zeros((32, 32, 3), dtype=np.uint8), capture=mode)
+            messages[mode] = str(err.value)
+    finally:
+        hook.remove()
+    assert messages["full"] == messages["lowmem"] == "the model failed on this input: shape mismatch in a custom layer"
+
+
+def test_settings_hold_every_option_as_it_ran(tiny_handle):
+    """Explanation.settings has each Options field, resolved: a negative start counted from the end, the default
+    end the last layer, "auto" the capture actually used."""
+    import dataclasses
+
+    from rollout_core.options import Options
+
+    handle = tiny_handle("bert")
+    e = explain_text(handle, SENTENCE, head_fusion="max", residual_weight=0.5, discard_ratio=0.25, start_layer=-2,
+                     keep_heads=True)
+    layers = handle.num_layers
+    expected = {"method": "rollout", "head_fusion": "max", "residual_weight": 0.5, "discard_ratio": 0.25,
+                "start_layer": layers - 2, "end_layer": layers, "keep_heads": True, "capture": "full",
+                    "full_matrix": False}
+    assert {f.name for f in dataclasses.fields(Options)} == set(expected)
+    assert {key: e.settings[key] for key in expected} == expected
+
 def test_keep_heads(tiny_handle):
     handle = tiny_handle("llama")  # grouped-query attention: 4 query heads, 2 key/value heads
     e = explain_text(handle, "the cat sat", keep_heads=True)
@@ -289,9 +331,14 @@ def test_threads_sharing_handles_get_their_own_results(tiny_handle):
     """Several threads explaining with shared (cached) handles get exactly the sequential results."""
     import threading
 
-    jobs = [("bert", "the cat sat"), ("gpt2", "a bad film was not fun"), ("vit", None), ("bert", "i loved it")] * 2
-    run = lambda kind, text: (explain_image(tiny_handle(kind), _picture()) if text is None  # noqa: E731
-                              else explain_text(tiny_handle(kind), text, method="gradient" if kind == "bert" else "rollout"))
+    jobs = [("bert", "the cat sat", "gradient"), ("gpt2", "a bad film was not fun", "rollout"),
+            ("vit", None, "rollout"), ("bert", "i loved it", "rollout"),
+            # methods whose hooks record or rewrite the shared model's forward pass
+            ("bert", "the food was cold", "alti"), ("bert", "it was fine", "value_zeroing"),
+            ("vit", None, "norm"), ("bert", "a good day", "attnlrp")] * 2
+    run = lambda kind, text, method: (  # noqa: E731
+        explain_image(tiny_handle(kind), _picture(), method=method) if text is None
+        else explain_text(tiny_handle(kind), text, method=method))
     expected = [run(*job).scores for job in jobs]
     got: dict[int, np.ndarray] = {}
     threads = [threading.Thread(target=lambda i=i, job=job: got.__setitem__(i, run(*job).scores))

@@ -269,7 +269,9 @@ def test_evaluate_input_text(tiny):
 
     text = "the movie was not good"
     result = evaluate_input(tiny["bert"], text, evidence=[(14, 22)])
-    assert list(result.table.index) == ["rollout", "flow", "gradient", "attention", "random"]
+    from rollout_core import methods
+
+    assert list(result.table.index) == [*methods.names(), "random"]  # every registered method, then chance
     assert list(result.table.columns) == list(MEASURES)
     assert result.table[["pointing_game", "mass_share", "iou"]].notna().all().all()
     assert set(result.curves["curve"]) == {"deletion", "insertion", "positive", "negative"}

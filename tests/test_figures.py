@@ -449,3 +449,31 @@ def test_bidi_and_control_characters_are_shown_as_codes_not_applied(with_offsets
 def test_visible_escape_keeps_newlines_tabs_and_joiners():
     assert F.text.escape_visible("a\nb\tc\u200dd") == "a\nb\tc\u200dd"
     assert F.text.escape_visible("\U000e0001") == '<span class="ctrl-char" style="font-family:monospace;opacity:0.7">\\U000e0001</span>'
+
+
+def _strings(value) -> list[str]:
+    """Every string in a figure's data and layout (tick labels, categories, hover data, titles)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, (list, tuple, np.ndarray)):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def test_bidi_and_control_characters_in_chart_labels_are_shown_as_codes():
+    text = "pay \u202eevil\u2066 now \u200fend"
+    tokens = ["[CLS]", "pay", "\u202eevil\u2066", "now", "\u200fend", "\x07", "[SEP]"]
+    offsets = [(0, 0), (0, 3), (4, 10), (11, 14), (15, 19), (0, 0), (0, 0)]
+    expl = _text_expl(tokens, offsets, [0.1, 0.2, 0.3, 0.2, 0.1, 0.05, 0.05], text)
+    figs = {"bar": F.score_bar(expl), "words": F.score_bar(expl, level="word"),
+            "matrix": F.matrix_heatmap(expl, specials="grey"), "compare": F.comparison_figure(expl, expl),
+            "difference": F.difference_figure(expl, expl)}
+    for name, fig in figs.items():
+        strings = _strings(fig.to_plotly_json())
+        assert not [s for s in strings if any(c in s for c in _BIDI)], name
+    bar_ticks = figs["bar"].layout.xaxis.ticktext
+    assert "\\u202eevil\\u2066" in bar_ticks and "\\u200fend" in bar_ticks and "\\u0007" in bar_ticks
+    assert "\\u202eevil\\u2066" in list(figs["matrix"].data[0].x) and "\\u202eevil\\u2066" in list(figs["matrix"].data[0].y)
+    assert "\\u202e" in figs["words"].layout.xaxis.ticktext  # words split at the control characters

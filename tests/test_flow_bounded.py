@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.flow import attention_flow
+from rollout_core.maths.flow import attention_flow, pooled_attention_flow
 from rollout_core.maths.flow_bounded import bounded_attention_flow, flow_cost_estimate, prune_by_mass
 
 
@@ -70,3 +70,46 @@ def test_bad_eps_is_an_input_error(eps):
 def test_bad_cost_estimate_is_an_input_error():
     with pytest.raises(InputError):
         flow_cost_estimate(0, 6, 1)
+
+
+@pytest.mark.parametrize("temperature, eps", [(0.1, 0.4), (0.1, 0.49), (3.0, 0.2), (3.0, 0.45)])
+@pytest.mark.parametrize("seed", [11, 12])
+def test_bound_holds_on_diffuse_and_peaky_graphs_rows_and_pooled(temperature, eps, seed):
+    """Near-uniform (temperature 0.1) and peaky (3.0) softmax, 5 layers of 14 tokens, batch of 2."""
+    g = torch.Generator().manual_seed(seed)
+    attn = torch.softmax(torch.randn(5, 2, 2, 14, 14, generator=g, dtype=torch.float64) * temperature, -1)
+    exact = attention_flow(attn, output_tokens=[0, 5])
+    rows = bounded_attention_flow(attn, eps=eps, output_tokens=[0, 5])
+    assert float((rows.values - exact).abs().max()) <= rows.error_bound + 1e-6
+    weights = torch.rand(2, 14, generator=g, dtype=torch.float64)
+    pooled_exact = pooled_attention_flow(attn, weights)
+    pooled = bounded_attention_flow(attn, eps=eps, weights=weights)
+    assert float((pooled.values[:, 0] - pooled_exact).abs().max()) <= pooled.error_bound + 1e-6
+
+
+def test_pruning_loses_flow_and_the_bound_says_so():
+    """The bound is not trivially 0: pruning half the mass of peaky graphs loses flow and says so."""
+    attn = attention(4, 10, 3.0, 5)
+    approx = bounded_attention_flow(attn, eps=0.5, output_tokens=[0])
+    exact = attention_flow(attn, output_tokens=[0])
+    assert 0 < float((approx.values - exact).abs().max()) <= approx.error_bound + 1e-6
+
+
+def test_explain_flow_holds_the_explained_row_unless_the_full_matrix_is_asked(tiny_handle):
+    from rollout_core.explain import explain_image, explain_text
+    from rollout_core.methods.flow import describe
+
+    handle = tiny_handle("bert")
+    row = explain_text(handle, "the cat sat on the mat", method="flow")
+    assert row.matrix is None and row.settings["flow_rows"] == "explained row only"
+    n, layers = len(row.tokens), handle.num_layers
+    assert row.settings["flow_full_matrix_cost"]["max_flows"] == n * n
+    assert not row.settings["flow_approximate"] and "exact; explained row only" in describe(row.settings)
+    full = explain_text(handle, "the cat sat on the mat", method="flow", full_matrix=True)
+    assert full.matrix.shape == (n, n) and full.settings["flow_rows"] == "all rows (full matrix)"
+    assert np.allclose(full.matrix[0], row.scores, atol=1e-6)  # BERT explains the [CLS] row
+    assert np.allclose(full.matrix.sum(-1), 1.0, atol=1e-6) and layers >= 1
+    image = explain_image(tiny_handle("vit"), np.zeros((32, 32, 3), dtype=np.uint8) + 100, method="flow")
+    bound = image.settings["flow_error_bound"]
+    assert image.settings["flow_approximate"] and 0.0 <= bound
+    assert f"approximate (error <= {bound:.1e}" in describe(image.settings)

@@ -20,12 +20,12 @@ transformers = pytest.importorskip("transformers")
 from rollout_core.errors import InputError, UnsupportedModelError  # noqa: E402
 from rollout_core.lowmem import (  # noqa: E402
     STREAM_IMPLEMENTATION,
-    _streaming_implementation,
     estimate_full_capture_bytes,
     memory_budget_bytes,
     streaming_rollout,
     uses_attention_interface,
 )
+from rollout_core.lowmem.paths import streaming_implementation  # noqa: E402
 from rollout_core.maths.rollout import attention_rollout, layer_attention  # noqa: E402
 from tiny_models import IMAGE_FAMILIES, TEXT_FAMILIES, build_tiny  # noqa: E402
 
@@ -102,12 +102,12 @@ def _same_as_plain(model, inputs, *, path, sdpa_layers, rows, logits_atol=ATOL):
     """Streaming vs plain path: same rollout, same model outputs, the expected capture path."""
     plain_out, plain = _plain(model, inputs, all_layers=True)
     stream = streaming_rollout(_handle(model), inputs, rows=rows)
-    assert (stream["path"], stream["sdpa_layers"]) == (path, sdpa_layers)
-    torch.testing.assert_close(stream["matrix"], plain[-1], atol=ATOL, rtol=0)
-    torch.testing.assert_close(stream["layer_rows"], plain[:, :, rows], atol=ATOL, rtol=0)
+    assert (stream.path, stream.sdpa_layers) == (path, sdpa_layers)
+    torch.testing.assert_close(stream.matrix, plain[-1], atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.layer_rows, plain[:, :, rows], atol=ATOL, rtol=0)
     raw = layer_attention(plain_out.attentions, attention_mask=inputs.get("attention_mask"))
-    torch.testing.assert_close(stream["layer_attention_rows"], raw[:, :, rows], atol=ATOL, rtol=0)
-    torch.testing.assert_close(stream["outputs"][0], plain_out[0], atol=logits_atol, rtol=0)
+    torch.testing.assert_close(stream.layer_attention_rows, raw[:, :, rows], atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.outputs[0], plain_out[0], atol=logits_atol, rtol=0)
     return stream
 
 
@@ -116,8 +116,8 @@ def test_bert_with_padding_matches_plain_path_and_outputs(bert):
     stream = _same_as_plain(bert, inputs, path="interface", sdpa_layers=3, rows=[0, 6])  # 6: padding in sample 2
     # the padded sample gets exactly the scores it gets alone, and its padding gets nothing
     alone = streaming_rollout(_handle(bert), {k: v[1:, :5] for k, v in inputs.items()}, rows=[0])
-    torch.testing.assert_close(stream["matrix"][1, :5, :5], alone["matrix"][0], atol=ATOL, rtol=0)
-    assert torch.all(stream["matrix"][1, :5, 5:] == 0)
+    torch.testing.assert_close(stream.matrix[1, :5, :5], alone.matrix[0], atol=ATOL, rtol=0)
+    assert torch.all(stream.matrix[1, :5, 5:] == 0)
 
 
 def test_unpadded_matches_naive_definition(bert):
@@ -125,7 +125,7 @@ def test_unpadded_matches_naive_definition(bert):
     with torch.no_grad():
         attentions = bert(**inputs, output_attentions=True).attentions
     stream = streaming_rollout(_handle(bert), inputs)
-    torch.testing.assert_close(stream["matrix"].double(), _naive_rollout(attentions), atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.matrix.double(), _naive_rollout(attentions), atol=ATOL, rtol=0)
 
 
 def test_layer_rows_follow_the_cumulative_rollout(bert):
@@ -134,13 +134,13 @@ def test_layer_rows_follow_the_cumulative_rollout(bert):
         attentions = bert(**inputs, output_attentions=True).attentions
     rows = [0, 3]
     stream = streaming_rollout(_handle(bert), inputs, rows=rows, start_layer=1, end_layer=3)
-    assert stream["layer_rows"].shape == (2, 2, 2, 8)
+    assert stream.layer_rows.shape == (2, 2, 2, 8)
     for k, last in enumerate([2, 3]):
         expected = _naive_rollout(attentions[1:last])[:, rows]
-        torch.testing.assert_close(stream["layer_rows"][k].double(), expected, atol=ATOL, rtol=0)
+        torch.testing.assert_close(stream.layer_rows[k].double(), expected, atol=ATOL, rtol=0)
         raw = attentions[last - 1].double().mean(dim=1)[:, rows]
-        torch.testing.assert_close(stream["layer_attention_rows"][k].double(), raw, atol=ATOL, rtol=0)
-    torch.testing.assert_close(stream["layer_rows"][-1], stream["matrix"][:, rows], atol=0, rtol=0)
+        torch.testing.assert_close(stream.layer_attention_rows[k].double(), raw, atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.layer_rows[-1], stream.matrix[:, rows], atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("options", [
@@ -155,7 +155,7 @@ def test_options_match_plain_path(bert, options):
     inputs = _text_batch()
     _, plain = _plain(bert, inputs, **options)
     stream = streaming_rollout(_handle(bert), inputs, **options)
-    torch.testing.assert_close(stream["matrix"], plain, atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.matrix, plain, atol=ATOL, rtol=0)
 
 
 def test_llama_grouped_query_causal_matches_plain_path(llama):
@@ -163,7 +163,7 @@ def test_llama_grouped_query_causal_matches_plain_path(llama):
     inputs = {"input_ids": torch.tensor([[5, 6, 7, 8, 9, 10], [11, 12, 13, 14, 15, 16]])}
     stream = _same_as_plain(llama, inputs, path="interface", sdpa_layers=3, rows=[5], logits_atol=1e-4)
     # causal: nothing flows from the future
-    assert torch.all(torch.triu(stream["matrix"], diagonal=1) == 0)
+    assert torch.all(torch.triu(stream.matrix, diagonal=1) == 0)
 
 
 def test_llama_left_padding_matches_plain_path(llama):
@@ -171,20 +171,20 @@ def test_llama_left_padding_matches_plain_path(llama):
               "attention_mask": torch.tensor([[0, 0, 1, 1, 1, 1], [1] * 6])}
     _, plain = _plain(llama, inputs)
     stream = streaming_rollout(_handle(llama), inputs, rows=[5])
-    torch.testing.assert_close(stream["matrix"], plain, atol=ATOL, rtol=0)
+    torch.testing.assert_close(stream.matrix, plain, atol=ATOL, rtol=0)
 
 
 def test_vit_matches_plain_path_and_outputs(vit):
     torch.manual_seed(4)
     inputs = {"pixel_values": torch.randn(2, 3, 32, 32)}
     stream = _same_as_plain(vit, inputs, path="interface", sdpa_layers=2, rows=[0])
-    assert stream["matrix"].shape == (2, 17, 17)
+    assert stream.matrix.shape == (2, 17, 17)
 
 
 def test_hook_path_for_inline_attention_family(deberta):
     assert not uses_attention_interface(deberta)
     stream = _same_as_plain(deberta, _text_batch(), path="hooks", sdpa_layers=0, rows=[0])
-    assert stream["outputs"].attentions is None or all(a is None for a in stream["outputs"].attentions)
+    assert stream.outputs.attentions is None or all(a is None for a in stream.outputs.attentions)
     assert not deberta._forward_hooks and all(not m._forward_hooks for m in deberta.modules())
 
 
@@ -209,7 +209,7 @@ def test_a_plain_forward_crossing_the_switch_still_gets_eager_attentions(bert):
     inputs = _text_batch()
     with torch.no_grad():
         expected = bert(**inputs, output_attentions=True)
-        with _streaming_implementation(bert):
+        with streaming_implementation(bert):
             crossed = bert(**inputs, output_attentions=True)
     for a, b in zip(expected.attentions, crossed.attentions):
         torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
@@ -219,12 +219,12 @@ def test_a_plain_forward_crossing_the_switch_still_gets_eager_attentions(bert):
 def test_concurrent_captures_agree_with_serial(bert, vit):
     text = _text_batch()
     image = {"pixel_values": torch.randn(1, 3, 32, 32)}
-    serial = [streaming_rollout(_handle(bert), text)["matrix"], streaming_rollout(_handle(vit), image)["matrix"]]
+    serial = [streaming_rollout(_handle(bert), text).matrix, streaming_rollout(_handle(vit), image).matrix]
     results: dict[int, torch.Tensor] = {}
 
     def run(index, model, inputs):
         for _ in range(3):
-            results[index] = streaming_rollout(_handle(model), inputs)["matrix"]
+            results[index] = streaming_rollout(_handle(model), inputs).matrix
 
     threads = [threading.Thread(target=run, args=(0, bert, text)), threading.Thread(target=run, args=(1, vit, image))]
     for t in threads:
@@ -237,14 +237,34 @@ def test_concurrent_captures_agree_with_serial(bert, vit):
 
 def test_blocked_probabilities_match_one_block(bert, monkeypatch):
     """Force tiny query blocks: the result must not depend on the block size."""
-    import rollout_core.lowmem as lowmem
+    from rollout_core.lowmem import attention
 
     inputs = _text_batch()
-    whole = streaming_rollout(_handle(bert), inputs)["matrix"]
-    monkeypatch.setattr(lowmem, "_query_block", lambda batch, heads, n: 3)
-    blocked = streaming_rollout(_handle(bert), inputs)["matrix"]
+    whole = streaming_rollout(_handle(bert), inputs).matrix
+    monkeypatch.setattr(attention, "query_block", lambda batch, heads, n: 3)
+    blocked = streaming_rollout(_handle(bert), inputs).matrix
     torch.testing.assert_close(blocked, whole, atol=1e-6, rtol=0)
 
+
+
+@pytest.mark.parametrize("name", ["bert", "deberta"])  # attention interface / forward hooks
+def test_model_errors_are_wrapped_and_the_capture_is_undone(name, request):
+    """The streaming forward wraps a model's own failure like capture.run, and restores the model after it."""
+    model = request.getfixturevalue(name)
+    implementation = model.config._attn_implementation
+    hooks = [len(m._forward_hooks) for m in model.modules()]
+    hook = model.get_input_embeddings().register_forward_hook(_broken)
+    try:
+        with pytest.raises(UnsupportedModelError, match=r"^the model failed on this input: boom$"):
+            streaming_rollout(_handle(model), _text_batch())
+    finally:
+        hook.remove()
+    assert model.config._attn_implementation == implementation
+    assert [len(m._forward_hooks) for m in model.modules()] == hooks
+
+
+def _broken(module, args, output):
+    raise RuntimeError("boom")
 
 def test_encoder_decoder_is_refused_clearly():
     config = transformers.T5Config(vocab_size=40, d_model=32, d_kv=8, d_ff=64, num_layers=1, num_heads=4)

@@ -136,14 +136,14 @@ def test_folder_without_weights(tmp_path):
 
 def _counting_loader(monkeypatch, delay: float = 0.0) -> list[Path]:
     calls: list[Path] = []
-    real = loading._load
+    real = loading.load_folder
 
     def counted(folder, *args, **kwargs):
         calls.append(folder)
         time.sleep(delay)
         return real(folder, *args, **kwargs)
 
-    monkeypatch.setattr(loading, "_load", counted)
+    monkeypatch.setattr(loading, "load_folder", counted)
     return calls
 
 

@@ -371,3 +371,14 @@ def test_evaluate_page_runs_one_input(tiny_model_dir: Callable[[str], Path]) -> 
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric") and at.dataframe
+
+
+def test_flow_pages_say_which_rows_they_hold_and_whether_approximate(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), method="flow", text="a bad film")
+    assert_clean(at)
+    assert "attention flow: exact; explained row only" in " ".join(c.value for c in at.caption).replace("\\", "")
+    assert "the full matrix would take" in " ".join(i.value for i in at.info)
+    image = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")), method="flow")
+    assert_clean(image)
+    shown = " ".join(c.value for c in image.caption).replace("\\", "")
+    assert "attention flow: approximate (error <=" in shown and "full matrix" not in shown

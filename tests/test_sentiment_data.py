@@ -1,5 +1,7 @@
 """The generated sentiment data: deterministic, honest splits, evidence that points at the deciding words."""
 import csv
+import importlib.resources
+import json
 import re
 
 import pytest
@@ -199,3 +201,40 @@ def test_example_sentences():
     assert "The food was cold and the waiter was rude." in examples
     assert any(" but " in s for s in examples)
     assert any(re.search(r"\b(not|never|hardly)\b|n't", s) for s in examples)
+
+
+def test_word_lists_ship_as_package_data_and_hold_the_hand_lexicon():
+    """The lists live in sentiment_words.json, read as package data: every list is there and non-empty, the
+    polar lists hold exactly the hand lexicon above (so a lost, cut or changed list fails here), positive and
+    negative are disjoint, and templates and filler are disjoint across splits."""
+    data = json.loads(importlib.resources.files("rollout_core.data").joinpath("sentiment_words.json").read_text("utf-8"))
+    domains = {"food", "film", "service", "product", "hotel", "book", "software", "travel", "work"}
+    assert set(data["entities"]) == set(data["experience_nouns"]) == set(data["neutral_sentences"]) == domains
+    assert set(data["adjectives"]) == set(data["implied_phrases"]) == domains | {"any"}
+    assert set(data["templates"]) == set(data["prefixes"]) == set(data["tails"]) == set(sentiment.SPLITS)
+
+    def leaves(node):
+        if isinstance(node, dict):
+            for value in node.values():
+                yield from leaves(value)
+        else:
+            yield node
+
+    assert all(isinstance(leaf, str) or len(leaf) > 0 for leaf in leaves(data))
+
+    def polar(side):
+        words = {w for pair in data["adjectives"].values() for w in pair[side]}
+        return words | {w for forms in data["verbs"][side] for w in forms} | set(data["nouns"][side])
+
+    assert polar("positive") | {"recommend", "nice"} == POSITIVE_WORDS
+    assert polar("negative") == NEGATIVE_WORDS
+    implied = {side: {sentiment.implied_evidence(p).lower() for pair in data["implied_phrases"].values()
+                      for p in pair[side]} for side in ("positive", "negative")}
+    assert implied["positive"] and implied["negative"] and not implied["positive"] & implied["negative"]
+    assert all(p.count("[") == p.count("]") == 1 for pair in data["implied_phrases"].values()
+               for side in pair.values() for p in side)
+    for key in ("prefixes", "tails"):
+        seen = [set(data[key][split]) for split in sentiment.SPLITS]
+        assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2]), key
+    templates = [{t for kind in data["templates"][split].values() for t in kind} for split in sentiment.SPLITS]
+    assert not (templates[0] & templates[1] or templates[0] & templates[2] or templates[1] & templates[2])

@@ -91,3 +91,16 @@ def test_app_shows_one_error_naming_the_setting(monkeypatch: pytest.MonkeyPatch)
     assert not at.exception
     assert len(at.error) == 1 and "ROLLOUT\\_MAX\\_IMAGE\\_PIXELS" not in at.error[0].value
     assert "ROLLOUT_MAX_IMAGE_PIXELS='40 million'" in at.error[0].value.replace("\\", "")
+
+
+def test_allowed_roots_that_do_not_exist_stop_the_start(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
+    (tmp_path / "file").write_text("x")
+    (tmp_path / "models").mkdir()
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", f"{tmp_path / 'models'}:{tmp_path / 'typo'}")
+    with pytest.raises(SettingsError, match=r"ROLLOUT_ALLOWED_MODEL_ROOTS: '.*typo' does not exist"):
+        check_settings()
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", f"{tmp_path / 'file'}")
+    with pytest.raises(SettingsError, match="is not a folder"):
+        check_settings()
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", f"{tmp_path / 'models'}:")
+    check_settings()

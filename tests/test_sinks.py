@@ -144,7 +144,7 @@ def _sink_bert(hidden: int = 8, sink: int = 1) -> tuple[torch.nn.Module, torch.T
 def test_tiny_bert_with_a_sink_is_found_through_the_hooks():
     model, embeds = _sink_bert()
     assert value_projections(model) == [model.encoder.layer[0].attention.self.value]
-    with record_value_norms(model, num_heads=2) as recorded, torch.no_grad():
+    with record_value_norms(model) as recorded, torch.no_grad():
         out = model(inputs_embeds=embeds, output_attentions=True)
     norms = recorded.norms
     assert norms.shape == (1, 1, 5)
@@ -160,6 +160,6 @@ def test_tiny_bert_with_a_sink_is_found_through_the_hooks():
 def test_unsupported_family_gives_no_norms():
     model = tf.GPT2Model(tf.GPT2Config(n_embd=8, n_layer=1, n_head=2, vocab_size=10))
     assert value_projections(model) is None
-    with record_value_norms(model, num_heads=2) as recorded:
+    with record_value_norms(model) as recorded:
         model(torch.tensor([[1, 2, 3]]))
     assert recorded.norms is None

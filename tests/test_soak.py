@@ -107,14 +107,14 @@ def test_threads_share_the_model_cache(tiny_model_dir: Callable[[str], Path], tm
     expected = {j: run(j) for job in jobs for j in job}
 
     loads: list[str] = []
-    real_load = loading._load
+    real_load = loading.load_folder
 
     def counted(folder: Path, *args: Any, **kwargs: Any) -> Any:
         loads.append(Path(folder).name)
         time.sleep(0.2)  # widen the window in which the other threads ask for the same model
         return real_load(folder, *args, **kwargs)
 
-    monkeypatch.setattr(loading, "_load", counted)
+    monkeypatch.setattr(loading, "load_folder", counted)
     loading.clear_cache()
     barrier = threading.Barrier(len(jobs))
     got: dict[int, np.ndarray] = {}

@@ -1,40 +1,29 @@
-"""The pages' only way into rollout_core: cached model loads, cached explanations, and error boxes.
+"""The pages' only way into rollout_core: cached model loads, cached explanations, a compute budget, error boxes.
 
-Models are loaded once per process (`st.cache_resource`). Explanations are cached per (model, input,
-settings) in a bounded resource cache that hands back the same object, so moving the layer slider or
-changing a display option redraws without running the model again (and without unpickling a copy).
+Models are loaded once per process (`st.cache_resource`). Explanations, layer-view payloads and evaluations live
+in one process-wide `ByteCache` (`results()`), bounded by env ROLLOUT_RESULT_CACHE_MB, least recently used
+first out, keyed on (model, input, `Options`, target): moving the layer slider or changing a display option
+redraws without running the model again. Before a computation the cost is estimated (`rollout_core.budget`):
+over the limit it is refused with the estimate; a heavy one waits for one of the server's few heavy slots, and
+stops at its next checkpoint when its session reruns, stops or is closed.
 The core functions are looked up at call time (`explain.explain_text`), so tests can count calls.
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import threading
 import traceback
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Iterator
+from typing import Any, Callable, Hashable, Iterator
 
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
+from rollout_core import budget
 from rollout_core.errors import RolloutError
-
-
-@dataclass(frozen=True)
-class Method:
-    """The method settings of the sidebar, hashable so they can key the explanation cache."""
-
-    method: str = "rollout"
-    head_fusion: str = "mean"
-    residual_weight: float = 1.0
-    discard_ratio: float = 0.0
-    start_layer: int = 0
-    target: str | int | None = None
-
-    def kwargs(self) -> dict[str, Any]:
-        return dict(method=self.method, head_fusion=self.head_fusion, residual_weight=self.residual_weight,
-                    discard_ratio=self.discard_ratio, start_layer=self.start_layer, target=self.target)
-
+from rollout_core.options import Options
+from rollout_core.result_cache import ByteCache
 
 _LOAD_LOCK = threading.Lock()
 """Loads of different models from parallel sessions run one at a time: transformers' lazy imports are not
@@ -50,22 +39,74 @@ def load(name: str, allow_pickle: bool = False) -> Any:
         return loading.load_model(name, allow_pickle=allow_pickle)
 
 
-@st.cache_resource(max_entries=64, show_spinner=False)
-def explain_text(name: str, allow_pickle: bool, text: str, method: Method, labels: tuple[str, ...] | None = None,
-                 keep_heads: bool = True) -> Any:
-    """`rollout_core.explain_text`, cached on the model name, text and settings."""
+@st.cache_resource(show_spinner=False)
+def results() -> ByteCache:
+    """The process's one cache of explanations, payloads and evaluations (dropped by `st.cache_resource.clear`)."""
+    return ByteCache()
+
+
+def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> Any:
+    """`compute()` through `results()`; an estimated `seconds` of `budget.HEAVY_SECONDS` or more takes a heavy
+    slot (waiting with a note when all are taken) and runs cancellably."""
+    if seconds < budget.HEAVY_SECONDS:
+        return results().get_or_compute(key, compute)
+
+    def heavy() -> Any:
+        note = st.empty()
+        with budget.heavy_slot(on_wait=lambda: note.info("Waiting for a free slot: the server is running its "
+                                                         "maximum of long computations.")):
+            note.empty()
+            with budget.cancellable(_session_gone()):
+                return compute()
+
+    return results().get_or_compute(key, heavy)
+
+
+def _session_gone() -> Callable[[], bool]:
+    """True once this script run was asked to stop or rerun, or its browser tab closed (Streamlit internals:
+    when they are not there, a computation simply runs to its end)."""
+    try:
+        from streamlit.runtime import Runtime
+        from streamlit.runtime.scriptrunner_utils.script_requests import ScriptRequestType
+        from streamlit.runtime.scriptrunner_utils.script_run_context import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        requests, session_id = ctx.script_requests, ctx.session_id
+        manager = Runtime.instance()._session_mgr
+    except Exception:  # no Streamlit server (AppTest, bare mode) or a changed internal API
+        return lambda: False
+
+    def gone() -> bool:
+        state = requests._state
+        fragment_only = getattr(getattr(requests, "_rerun_data", None), "is_fragment_scoped_rerun", False)
+        return (state == ScriptRequestType.STOP or (state == ScriptRequestType.RERUN and not fragment_only)
+                or manager.get_active_session_info(session_id) is None)
+
+    return gone
+
+
+def explain_text(name: str, allow_pickle: bool, text: str, options: Options, target: str | int | None = None,
+                 labels: tuple[str, ...] | None = None, keep_heads: bool = True) -> Any:
+    """`rollout_core.explain_text` within the compute budget, cached on the model name, text, options, target."""
     from rollout_core import explain
 
-    return explain.explain_text(load(name, allow_pickle), text, keep_heads=keep_heads,
-                                labels=list(labels) if labels else None, **method.kwargs())
+    handle = load(name, allow_pickle)
+    options = dataclasses.replace(options, keep_heads=keep_heads)
+    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer)
+    return cached(("text", name, allow_pickle, text, options, target, labels),
+                  lambda: explain.explain_text(handle, text, target=target, labels=list(labels) if labels else None,
+                                               **options.kwargs()), seconds)
 
 
-@st.cache_resource(max_entries=32, show_spinner=False, hash_funcs={bytes: lambda b: hashlib.sha256(b).hexdigest()})
-def explain_image(name: str, allow_pickle: bool, image: bytes, method: Method) -> Any:
-    """`rollout_core.explain_image` on the image bytes, cached on the model name, image digest and settings."""
+def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
+                  target: str | int | None = None) -> Any:
+    """`rollout_core.explain_image` on the image bytes within the budget, cached on model, image digest, options."""
     from rollout_core import explain
 
-    return explain.explain_image(load(name, allow_pickle), image, **method.kwargs())
+    handle = load(name, allow_pickle)
+    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer)
+    return cached(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
+                  lambda: explain.explain_image(handle, image, target=target, **options.kwargs()), seconds)
 
 
 @contextmanager
@@ -93,24 +134,33 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
     return result
 
 
-@st.cache_resource(max_entries=16, show_spinner=False,
-                   hash_funcs={bytes: lambda b: hashlib.sha256(b).hexdigest()})
-def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...], method: Method,
-                   _progress: Any = None) -> Any:
-    """`rollout_core.faithfulness.evaluate.evaluate_input`, cached on model, input, methods and settings
-    (`_progress(done, total, what)` is told how far a run is; not part of the cache key)."""
+def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], options: Options) -> float:
+    """The budget check of every evaluated method (references and cheap methods count as heavy anyway)."""
+    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer) for m in methods)
+    return max(seconds, budget.HEAVY_SECONDS)
+
+
+def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...],
+                   options: Options, progress: Any = None) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods
+    and settings (`progress(done, total, what)` is told how far a run is; not part of the cache key)."""
     from rollout_core.faithfulness import evaluate
 
-    options = {k: v for k, v in method.kwargs().items() if k not in ("method", "target")}
-    return evaluate.evaluate_input(load(name, allow_pickle), source, list(methods), progress=_progress, **options)
+    handle = load(name, allow_pickle)
+    kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
+    digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
+    return cached(("evaluate", name, allow_pickle, digest, methods, options),
+                  lambda: evaluate.evaluate_input(handle, source, list(methods), progress=progress, **kwargs),
+                  _evaluation_seconds(handle, source, methods, options))
 
 
-@st.cache_resource(max_entries=8, show_spinner=False)
 def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple[str, ...], limit: int,
-                     method: Method, _progress: Any = None) -> Any:
+                     options: Options, progress: Any = None) -> Any:
     """`rollout_core.faithfulness.evaluate.evaluate_dataset` on a generated set, cached on its arguments."""
     from rollout_core.faithfulness import evaluate
 
-    options = {k: v for k, v in method.kwargs().items() if k not in ("method", "target")}
-    return evaluate.evaluate_dataset(load(name, allow_pickle), dataset, list(methods), limit=limit,
-                                     progress=_progress, **options)
+    handle = load(name, allow_pickle)
+    kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
+    return cached(("dataset", name, allow_pickle, dataset, methods, limit, options),
+                  lambda: evaluate.evaluate_dataset(handle, dataset, list(methods), limit=limit, progress=progress,
+                                                    **kwargs), budget.HEAVY_SECONDS)

@@ -1,13 +1,15 @@
 """The layer slider and the views it drives, switched in the browser.
 
 Every slider position is drawn once by `rollout_core.figures.layer_views` and sent with the page; the
-component (layer_explorer.js, a Streamlit v2 component mounted in the page, not an iframe) swaps views on
-each move without a server round trip, then reports the chosen position (debounced) so the URL and the
-server-side views that follow the layer (the per-head grid) catch up. plotly.js is served by Streamlit's
-static file serving from `static/` beside app.py (copied there from the installed plotly package).
+component (rollout_core/figures/layer_explorer.js, shared with the standalone HTML file; here a Streamlit v2
+component mounted in the page, not an iframe) swaps views on each move without a server round trip, then
+reports the chosen position (debounced) so the URL and the server-side views that follow the layer (the
+per-head grid) catch up. plotly.js is served by Streamlit's static file serving from `static/` beside app.py
+(copied there from the installed plotly package).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import shutil
 from pathlib import Path
@@ -15,15 +17,16 @@ from typing import Any, Callable
 
 import streamlit as st
 
+from app_pages._lib import core
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import slider_label
+from rollout_core.figures.standalone import RAW_LABEL, explorer_asset
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
-RAW_LABEL = "Show this layer's own attention instead"
 SHARED_LABEL = "One colour scale for all layers"
 SHARED_HELP = ("Off (default): each layer is coloured from 0 to its own largest value (shown on its legend), so a "
                "faint late layer stays visible. On: every layer of a mode on one scale, to compare their strength.")
@@ -36,8 +39,8 @@ def shared_scale_toggle() -> bool:
 
 _COMPONENT = st.components.v2.component(
     "rollout_layer_explorer",
-    js=(Path(__file__).with_name("layer_explorer.js")).read_text(encoding="utf-8"),
-    css=(Path(__file__).with_name("layer_explorer.css")).read_text(encoding="utf-8"),
+    js=explorer_asset("js"),
+    css=explorer_asset("css"),
     isolate_styles=False,  # Plotly puts its stylesheet in the document head; a shadow root would not see it
 )
 
@@ -66,21 +69,29 @@ def _fingerprint(expl: Explanation) -> str:
     return digest.hexdigest()
 
 
-_CACHE = dict(max_entries=32, show_spinner=False, hash_funcs={Explanation: _fingerprint})
+def _cached(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """`build` through the pages' byte-bounded result cache, keyed on its arguments (explanations by content)."""
+
+    def payload(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        key = (build.__name__, *(_fingerprint(a) if isinstance(a, Explanation) else a for a in args),
+               *sorted(kwargs.items()))
+        return core.results().get_or_compute(key, lambda: build(*args, **kwargs))
+
+    return functools.wraps(build)(payload)
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def text_payload(expl: Explanation, shared_scale: bool = False) -> dict[str, Any]:
     return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> dict[str, Any]:
     """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
     return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
 
 
-@st.cache_resource(**_CACHE)
+@_cached
 def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", shared_scale: bool = False,
                        colormap: str = layer_views.DEFAULT_COLORMAP) -> dict[str, Any]:
     return layer_views.views_payload(layer_views.comparison_views(a, b, sides=sides, shared_scale=shared_scale,

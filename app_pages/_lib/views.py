@@ -18,7 +18,7 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
                 f"({safe_text(exp.target_description)}).")
         return
     top = exp.prediction[0]
-    st.metric(title, top.label, f"{top.probability:.1%}", delta_color="off")
+    st.metric(title, safe_text(top.label), f"{top.probability:.1%}", delta_color="off")  # labels can come from a URL
     frame = pd.DataFrame({"label": [p.label for p in exp.prediction],
                           "probability": [p.probability for p in exp.prediction]})
     st.dataframe(frame, hide_index=True, width="stretch",
@@ -49,16 +49,32 @@ def download_stem(exp: Any, source: str) -> str:
     return "_".join(re.sub(r"[^A-Za-z0-9.-]+", "-", part).strip("-") for part in parts)
 
 
-def downloads(exp: Any, charts: dict[str, Callable[[], Any]], key: str, stem: str) -> None:
-    """CSV and JSON of the scores; PNG of each figure (rendered only when clicked), files named `{stem}...`.
+_FIGURE_FORMATS = (("PNG", figures.figure_png, "image/png"), ("SVG", figures.figure_svg, "image/svg+xml"),
+                   ("PDF", figures.figure_pdf, "application/pdf"))
 
-    The chart makers run when a button is clicked, outside the script run: they must not read session state,
-    so the caller binds the layer and settings on screen into them (and draws this where those change)."""
+
+def downloads(exp: Any, charts: dict[str, Callable[[], Any]], key: str, stem: str,
+              view: dict[str, Any] | None = None) -> None:
+    """CSV and JSON of the scores; the standalone HTML page of the view on screen (`view`: its layer,
+    raw_attention and display options, as `Explanation.to_html` takes them) and, for text, its highlight as SVG;
+    PNG, SVG and PDF of each figure. Everything is rendered only when clicked; files are named `{stem}...`.
+
+    The makers run when a button is clicked, outside the script run: they must not read session state, so the
+    caller binds the layer and settings on screen into them (and draws this where those change)."""
+    view = view or {}
     cols = st.columns(2 + len(charts))
     cols[0].download_button("Scores (CSV)", lambda: figures.scores_csv(exp), f"{stem}.csv", "text/csv",
                             key=f"{key}_csv")
-    cols[1].download_button("Explanation (JSON)", lambda: figures.scores_json(exp), f"{stem}.json",
+    cols[0].download_button("Explanation (JSON)", lambda: figures.scores_json(exp), f"{stem}.json",
                             "application/json", key=f"{key}_json")
+    cols[1].download_button("View (HTML)", lambda: exp.to_html(**view).encode("utf-8"), f"{stem}.html",
+                            "text/html", key=f"{key}_html", help="One file with the layer slider; opens offline")
+    if exp.kind == "text":
+        highlight = {k: view[k] for k in ("layer", "raw_attention") if k in view}
+        cols[1].download_button("Highlight (SVG)", lambda: figures.token_highlight_svg(exp, **highlight),
+                                f"{stem}_highlight.svg", "image/svg+xml", key=f"{key}_highlight_svg")
     for col, (name, make) in zip(cols[2:], charts.items()):
-        col.download_button(f"{name} (PNG)", lambda make=make: figures.figure_png(make()),
-                            f"{stem}_{name.lower().replace(' ', '-')}.png", "image/png", key=f"{key}_{name}_png")
+        file = f"{stem}_{name.lower().replace(' ', '-')}"
+        for fmt, render, mime in _FIGURE_FORMATS:
+            col.download_button(f"{name} ({fmt})", lambda make=make, render=render: render(make()),
+                                f"{file}.{fmt.lower()}", mime, key=f"{key}_{name}_{fmt.lower()}")

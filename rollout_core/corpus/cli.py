@@ -1,59 +1,90 @@
-"""`rollout corpus run|summary`: explain a corpus file into a result folder, or print per-class words."""
+"""`rollout corpus --data FILE --out DIR ...` explains a corpus; `rollout corpus summary DIR` prints per-class words."""
 from __future__ import annotations
 
 import argparse
 from typing import Sequence
 
+from rollout_core import methods
+from rollout_core.corpus.engine import TOP_K
 from rollout_core.errors import InputError
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rollout corpus", description=__doc__)
-    sub = parser.add_subparsers(dest="action", required=True)
-    run = sub.add_parser("run", help="explain every row of a CSV/JSONL/Parquet file (resumable)")
-    run.add_argument("input", help="corpus file with a text column")
-    run.add_argument("--out", required=True, help="result folder (Parquet chunks); rerun to resume")
-    run.add_argument("--model", default="default-text")
-    run.add_argument("--method", default="rollout")
-    run.add_argument("--batch-size", type=int, default=16)
-    run.add_argument("--chunk-rows", type=int, default=256)
-    run.add_argument("--text-column", default="text")
-    run.add_argument("--engine", choices=("local", "ray"), default="local")
-    summary = sub.add_parser("summary", help="top words per predicted class of a result folder")
-    summary.add_argument("out")
-    summary.add_argument("--top", type=int, default=10)
-    summary.add_argument("--min-count", type=int, default=3)
+def _run_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="rollout corpus", description="Explain every row of a corpus into Parquet chunks (rerun to resume). "
+        "`rollout corpus summary DIR` prints the words each predicted class leans on.")
+    parser.add_argument("--data", required=True,
+                        help="CSV / JSONL / Parquet with a text column, a datasets save_to_disk folder, "
+                             "or an image folder (root/<class>/<image>)")
+    parser.add_argument("--out", required=True, help="result folder (Parquet chunks); rerun to resume")
+    parser.add_argument("--model", default="default-text")
+    parser.add_argument("--method", default="rollout", choices=methods.names())
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="ray: Ray Data on the cluster in RAY_ADDRESS, or a local Ray")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
+    parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--chunk-rows", type=int, default=256, help="rows per Parquet chunk (local engine)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray actors (ray engine)")
+    parser.add_argument("--top-k", type=int, default=TOP_K, help="top words/patches stored per row")
+    parser.add_argument("--text-column", default="text")
     return parser
+
+
+def _summary_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rollout corpus summary", description="Top words per predicted class.")
+    parser.add_argument("out", help="a result folder written by `rollout corpus`")
+    parser.add_argument("--top", type=int, default=10)
+    parser.add_argument("--min-count", type=int, default=3)
+    return parser
+
+
+def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace | None:
+    try:
+        return parser.parse_args(argv)
+    except SystemExit as exit_:
+        if exit_.code:
+            raise InputError(f"bad arguments (see `{parser.prog} --help`)") from None
+        return None
 
 
 def main(argv: Sequence[str]) -> int:
     """Run `corpus` with its own arguments; errors surface as rollout_core.errors (the main CLI prints them)."""
-    try:
-        args = build_parser().parse_args(list(argv))
-    except SystemExit as exit_:
-        if exit_.code:
-            raise InputError("bad corpus arguments (see `rollout corpus --help`)") from None
-        return 0
-    if args.action == "summary":
-        from rollout_core.corpus.aggregate import class_tokens
-        from rollout_core.corpus.engine import read_results
+    argv = list(argv)
+    if argv[:1] == ["summary"]:
+        args = _parse(_summary_parser(), argv[1:])
+        return 0 if args is None else _summary(args)
+    args = _parse(_run_parser(), argv)
+    return 0 if args is None else _run(args)
 
-        table = class_tokens(read_results(args.out), min_count=args.min_count)
-        for label, group in table.groupby("prediction"):
-            print(f"== {label}")
-            print(group.head(args.top)[["word", "mean_share", "count", "top1_share"]].to_string(index=False))
-        return 0
+
+def _summary(args: argparse.Namespace) -> int:
+    from rollout_core.corpus.aggregate import class_tokens
+    from rollout_core.corpus.engine import read_results
+
+    table = class_tokens(read_results(args.out), min_count=args.min_count)
+    for label, group in table.groupby("prediction"):
+        print(f"== {label}")
+        print(group.head(args.top)[["word", "mean_share", "count", "top1_share"]].to_string(index=False))
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
     from rollout_core.corpus.reader import read_corpus
-    from rollout_core.models.loading import load_model
 
-    corpus = read_corpus(args.input, text_column=args.text_column)
+    for name in ("batch_size", "chunk_rows", "workers", "top_k"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 1")
+    corpus = read_corpus(args.data, text_column=args.text_column, limit=args.limit)
     if args.engine == "ray":
         from rollout_core.corpus.ray_engine import run_ray
 
-        run_ray(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size)
+        run_ray(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size,
+                workers=args.workers, top_k=args.top_k)
     else:
         from rollout_core.corpus.engine import run_local
+        from rollout_core.models.loading import load_model
 
-        run_local(load_model(args.model), corpus, args.out, method=args.method,
-                  batch_size=args.batch_size, chunk_rows=args.chunk_rows)
+        run_local(load_model(args.model), corpus, args.out, method=args.method, batch_size=args.batch_size,
+                  chunk_rows=args.chunk_rows, top_k=args.top_k)
+    print(f"wrote {len(corpus)} rows to {args.out}")
     return 0

@@ -5,41 +5,64 @@ whole chunks; a rerun skips every id already present in a chunk.
 """
 from __future__ import annotations
 
+import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import Any, Callable
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+from tqdm import tqdm
 
 from rollout_core.compare import word_scores
 from rollout_core.errors import InputError
-from rollout_core.explain import explain_texts
+from rollout_core.explain import explain_image, explain_texts
+
+TOP_K = 5
+SCHEMA_VERSION = 2
+MANIFEST = "manifest.json"
 
 SCHEMA = pa.schema([
-    ("id", pa.string()), ("text", pa.string()), ("label", pa.string()), ("prediction", pa.string()),
+    ("id", pa.string()), ("kind", pa.string()), ("text", pa.string()), ("label", pa.string()),
+    ("prediction", pa.string()), ("probability", pa.float32()),
+    ("top_words", pa.list_(pa.string())), ("top_shares", pa.list_(pa.float32())),
     ("words", pa.list_(pa.string())), ("starts", pa.list_(pa.int32())), ("ends", pa.list_(pa.int32())),
     ("scores", pa.list_(pa.float32())),
 ])
 
 
-def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int) -> pa.Table:
-    """Explain `rows` (id, text, label) and return one output row per input row (SCHEMA)."""
-    expls = explain_texts(model, list(rows["text"]), method=method, batch_size=batch_size)
+def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K) -> pa.Table:
+    """Explain `rows` (id, text or image, label) and return one output row per input row (SCHEMA).
+
+    Texts: the words of the text with their summed shares (`compare.word_scores`) and character spans.
+    Images: the patches ("patch r,c") with their shares; `text` holds the image's id, spans are empty.
+    """
+    images = "image" in rows.columns
+    if images:
+        expls = [explain_image(model, image, method=method) for image in rows["image"]]
+    else:
+        expls = explain_texts(model, list(rows["text"]), method=method, batch_size=batch_size)
     out: dict[str, list] = {name: [] for name in SCHEMA.names}
     for (_, row), expl in zip(rows.iterrows(), expls):
-        spans = word_scores(expl)
+        if images:
+            units = [(token, -1, -1, float(v)) for token, v in zip(expl.display_tokens(), expl.display_scores())]
+        else:
+            units = word_scores(expl)
+        best = sorted(range(len(units)), key=lambda i: -units[i][3])[:top_k]
         out["id"].append(str(row["id"]))
-        out["text"].append(str(row["text"]))
+        out["kind"].append("image" if images else "text")
+        out["text"].append(str(row["id"]) if images else str(row["text"]))
         out["label"].append(None if row["label"] is None or pd.isna(row["label"]) else str(row["label"]))
         out["prediction"].append(expl.prediction[0].label if expl.prediction else None)
-        out["words"].append([w for w, _, _, _ in spans])
-        out["starts"].append([s for _, s, _, _ in spans])
-        out["ends"].append([e for _, _, e, _ in spans])
-        out["scores"].append([v for _, _, _, v in spans])
+        out["probability"].append(expl.prediction[0].probability if expl.prediction else None)
+        out["top_words"].append([units[i][0] for i in best])
+        out["top_shares"].append([units[i][3] for i in best])
+        out["words"].append([w for w, _, _, _ in units])
+        out["starts"].append([] if images else [s for _, s, _, _ in units])
+        out["ends"].append([] if images else [e for _, _, e, _ in units])
+        out["scores"].append([v for _, _, _, v in units])
     return pa.Table.from_pydict(out, schema=SCHEMA)
 
 
@@ -58,28 +81,66 @@ def _write_chunk(table: pa.Table, out_dir: Path, index: int) -> None:
     os.replace(tmp, final)
 
 
+def model_label(model: Any) -> str:
+    """The name a result folder records for `model` (a registry name, hub id, folder, or a loaded handle)."""
+    return str(getattr(model, "name", model))
+
+
+def check_manifest(out: Path, facts: dict[str, Any]) -> None:
+    """Record what the folder's rows were made with; refuse to mix rows of other settings into it."""
+    path = out / MANIFEST
+    if path.is_file():
+        try:
+            recorded = json.loads(path.read_text(encoding="utf-8"))
+        except ValueError as err:
+            raise InputError(f"{path} is damaged ({err}); use a new --out folder") from err
+        if recorded != facts:
+            differ = ", ".join(f"{k} {recorded.get(k)!r} (now {v!r})" for k, v in facts.items() if recorded.get(k) != v)
+            raise InputError(f"{out} holds results made with other settings: {differ}; use a new --out folder")
+        return
+    if any(out.glob("chunk-*.parquet")):
+        raise InputError(f"{out} holds result chunks without a {MANIFEST}; use a new --out folder")
+    path.write_text(json.dumps(facts), encoding="utf-8")
+
+
+Progress = Callable[[int, int], None]  # (rows done, rows to do) after every batch
+
+
 def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
-              batch_size: int = 16, chunk_rows: int = 256,
-              progress: Callable[[str], None] | None = None) -> Path:
-    """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`."""
+              batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K,
+              progress: Progress | None = None) -> Path:
+    """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
+
+    `progress` is called after every batch; without it a progress bar with rate and time left goes to stderr.
+    """
     if batch_size < 1 or chunk_rows < 1:
         raise InputError("batch_size and chunk_rows must be >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
+    check_manifest(out, {"model": model_label(model), "method": method, "top_k": top_k, "schema": SCHEMA_VERSION})
     for stale in out.glob(".chunk-*.tmp"):
         stale.unlink()
     todo = corpus[~corpus["id"].isin(done_ids(out))]
     index = len(list(out.glob("chunk-*.parquet")))
-    say = progress or (lambda msg: print(msg, file=sys.stderr))
-    start, done = time.monotonic(), 0
-    for first in range(0, len(todo), chunk_rows):
-        part = todo.iloc[first:first + chunk_rows]
-        _write_chunk(explain_rows(model, part, method, batch_size), out, index)
-        index += 1
-        done += len(part)
-        rate = done / max(time.monotonic() - start, 1e-9)
-        eta = (len(todo) - done) / rate
-        say(f"{done}/{len(todo)} rows  {rate:.1f} rows/s  ETA {eta:.0f}s")
+    bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
+    done = 0
+    try:
+        for first in range(0, len(todo), chunk_rows):
+            part = todo.iloc[first:first + chunk_rows]
+            tables = []
+            for b in range(0, len(part), batch_size):
+                batch = part.iloc[b:b + batch_size]
+                tables.append(explain_rows(model, batch, method, batch_size, top_k))
+                done += len(batch)
+                if bar is not None:
+                    bar.update(len(batch))
+                else:
+                    progress(done, len(todo))
+            _write_chunk(pa.concat_tables(tables), out, index)
+            index += 1
+    finally:
+        if bar is not None:
+            bar.close()
     return out
 
 

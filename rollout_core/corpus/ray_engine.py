@@ -15,22 +15,22 @@ from rollout_core.errors import InputError
 class _Explainer:
     """Ray actor: loads the model once, then explains pandas batches."""
 
-    def __init__(self, model_name: str, method: str, batch_size: int) -> None:
+    def __init__(self, model_name: str, method: str, batch_size: int, top_k: int) -> None:
         import torch
 
         from rollout_core.models.loading import load_model
 
         torch.set_num_threads(1)
-        self.model, self.method, self.batch_size = load_model(model_name), method, batch_size
+        self.model, self.method, self.batch_size, self.top_k = load_model(model_name), method, batch_size, top_k
 
     def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
         from rollout_core.corpus.engine import explain_rows
 
-        return explain_rows(self.model, batch, self.method, self.batch_size).to_pandas()
+        return explain_rows(self.model, batch, self.method, self.batch_size, self.top_k).to_pandas()
 
 
 def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
-            batch_size: int = 16, workers: int = 2, address: str | None = None) -> Path:
+            batch_size: int = 16, workers: int = 2, top_k: int = 5, address: str | None = None) -> Path:
     """Explain `corpus` on Ray with `workers` actors; writes Parquet files into `out_dir`."""
     try:
         import ray
@@ -39,8 +39,8 @@ def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, metho
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)
     out = Path(out_dir)
-    dataset = ray.data.from_pandas(corpus[["id", "text", "label"]].reset_index(drop=True)).repartition(workers)
-    dataset = dataset.map_batches(_Explainer, fn_constructor_args=(str(model_name), method, batch_size),
+    dataset = ray.data.from_pandas(corpus.reset_index(drop=True)).repartition(workers)
+    dataset = dataset.map_batches(_Explainer, fn_constructor_args=(str(model_name), method, batch_size, top_k),
                                   batch_size=batch_size, batch_format="pandas",
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
     dataset.write_parquet(str(out))

@@ -2,14 +2,28 @@
 from __future__ import annotations
 
 import html
+from pathlib import Path
 from typing import Mapping, Sequence
 
 import pandas as pd
 
+from rollout_core.corpus.engine import MANIFEST
+
+
+def result_folders(root: Path) -> list[Path]:
+    """Result folders (holding a manifest and chunks) directly inside `root`, newest first."""
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and (p / MANIFEST).is_file() and any(p.glob("chunk-*.parquet"))]
+    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+
 
 def row_highlight_html(row: pd.Series, marker: str | None = None) -> str:
     """The row's text with each word's background alpha set by its share; `marker` (a lower-cased word)
-    is underlined. All user text is HTML-escaped; the share is in each span's title."""
+    is underlined. Image rows: their id and top patches. All user text is HTML-escaped; shares in titles."""
+    if row.get("kind") == "image":
+        tops = ", ".join(f"{html.escape(str(w))} {s:.0%}" for w, s in zip(row["top_words"], row["top_shares"]))
+        return f"<b>{html.escape(str(row['id']))}</b>: {tops}"
     text, scores = str(row["text"]), list(row["scores"])
     top = max(scores) if scores else 0.0
     parts, cursor = [], 0

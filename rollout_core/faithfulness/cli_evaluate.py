@@ -6,6 +6,8 @@ Without --dataset, the model's generated test set is used ('text' for a text mod
 model; no model either: 'text' on default-text). Writes <out>/<name>.csv (one row per example and method, random baseline included) and <out>/<name>.md
 (the method x measure summary, mean ± std, with the command that produced it); <name> is the data set
 ("text", "image") or the CSV file / folder name, and prints the table and where it wrote them on stdout.
+With --record (registry models only) the per-method summary is also stored in
+rollout_core/models/measured/<model>.json, from which the model's default method is derived.
 Progress goes to stderr. Errors the user can fix end
 in one "error: ..." line and exit status 2. Runs standalone too: `python -m rollout_core.faithfulness.cli_evaluate`.
 """
@@ -46,6 +48,13 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     parser.add_argument("--limit", type=int, default=None, help="at most this many examples (generated sets: 100)")
     parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS, help="random orderings averaged for the baseline")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT}/)")
+    parser.add_argument("--no-agreement", action="store_true",
+                        help="skip the gradient x input / integrated gradients references (spearman columns "
+                             "n/a): much faster, enough for --record")
+    parser.add_argument("--record", action="store_true",
+                        help="also store the per-method summary with the registry model "
+                             "(rollout_core/models/measured/<model>.json): the app's default method and the "
+                             "figures its method picker shows come from that file")
     return parser
 
 
@@ -69,6 +78,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         raise _UsageError("--seeds must be at least 1")
     if args.dataset is None:
         args.dataset = _default_dataset(args.model)
+    recorded = _recorded_name(args.model, args.dataset) if args.record else None
     dataset = args.dataset if args.dataset in ("text", "image") else str(Path(args.dataset).expanduser())
     name = args.dataset if args.dataset in ("text", "image") else Path(dataset).stem or "dataset"
     out = Path(args.out).expanduser()
@@ -82,7 +92,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         result = evaluate_dataset(args.model, dataset, args.methods, limit=args.limit, progress=progress,
-                                  seeds=args.seeds)
+                                  seeds=args.seeds, agreement=not args.no_agreement)
     finally:
         for bar in bars:
             bar.close()
@@ -95,7 +105,32 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         raise RolloutError(f"could not write the results to {out}: {err}") from err
     print(result.markdown())
     print(f"wrote {name}.csv and {name}.md to {out} ({result.count} examples, {seconds:.0f} s)")
+    if recorded is not None:
+        from rollout_core.models import measured
+
+        try:
+            path = measured.record(recorded, result.summary, dataset=name, examples=result.count,
+                                   accuracy=result.accuracy, seeds=args.seeds,
+                                   command=f"python -m rollout_core evaluate {shlex.join(argv)}")
+        except OSError as err:
+            raise RolloutError(f"could not record the figures of {recorded}: {err}") from err
+        print(f"recorded {recorded}'s figures in {path}; its default method is now {measured.default_method(recorded)}")
     return 0
+
+
+def _recorded_name(model: str | None, dataset: str) -> str:
+    """The registry name that --record stores under (checked before the long run starts)."""
+    from rollout_core.models import registry
+
+    if model is None:
+        if dataset not in registry.DEFAULTS:
+            raise _UsageError("--record needs --model with a registry model name")
+        return registry.DEFAULTS[dataset]
+    entry = registry.lookup(model)
+    if entry is None:
+        raise _UsageError(f"--record stores figures for registry models only; {model!r} is not one "
+                          "(see `python -m rollout_core models`)")
+    return entry.name
 
 
 def _default_dataset(model: str | None) -> str:

@@ -130,10 +130,12 @@ def evaluate_dataset(
     limit: int | None = None,
     progress: Progress | None = None,
     seeds: int = RANDOM_SEEDS,
+    agreement: bool = True,
     **options: Any,
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
-    file with `text` and `label` columns, or a folder with one sub-folder of images per class."""
+    file with `text` and `label` columns, or a folder with one sub-folder of images per class.
+    `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods."""
     generated = dataset if dataset in ("text", "image") else None
     handle = _handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = _methods(methods)
@@ -144,7 +146,7 @@ def evaluate_dataset(
     if progress is not None:
         progress(0, len(items))
     for index, item in enumerate(items):
-        result = _evaluate_item(handle, item, methods, seeds, options, index)
+        result = _evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement)
         for row in result.rows:
             rows.append({"example": index, "label": item.label, "predicted": result.predicted,
                          "correct": item.label == result.predicted, **row})
@@ -187,7 +189,8 @@ class _ItemResult:
 
 
 def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
-                   options: dict[str, Any], index: int = 0, progress: StepProgress | None = None) -> _ItemResult:
+                   options: dict[str, Any], index: int = 0, agreement: bool = True,
+                   progress: StepProgress | None = None) -> _ItemResult:
     """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...)."""
     from rollout_core.explain import explain_image, explain_text
 
@@ -212,13 +215,15 @@ def _evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: i
     if len(first.tokens) != prepared.n:
         raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
     region = _region(first, item)
-    report(done, before + bound, "gradient × input (reference)")
-    gxi = attribution.input_x_gradient(prepared, target)
-    report(done + 1, before + bound, "integrated gradients (reference)")
-    steps = None if progress is None else (lambda k: report(done + 1 + k, before + bound,
-                                                            f"integrated gradients (reference, step {k})"))
-    references = {"grad_x_input": gxi,
-                  "integrated_gradients": attribution.integrated_gradients(prepared, target, progress=steps)}
+    references = {}
+    if agreement or "grad_x_input" in methods:
+        report(done, before + bound, "gradient × input (reference)")
+        references["grad_x_input"] = attribution.input_x_gradient(prepared, target)
+    if agreement or "integrated_gradients" in methods:
+        report(done + 1, before + bound, "integrated gradients (reference)")
+        steps = None if progress is None else (lambda k: report(done + 1 + k, before + bound,
+                                                                f"integrated gradients (reference, step {k})"))
+        references["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
     importances: dict[str, list[torch.Tensor]] = {
         m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
@@ -253,8 +258,9 @@ def _measures(prepared: PreparedInput, importance: torch.Tensor, curves: CurveSe
     out["pointing_game"] = nan if region is None else ground_truth.pointing_game(scores, region, shown)
     out["mass_share"] = nan if region is None else ground_truth.mass_share(scores, region, shown)
     out["iou"] = nan if region is None else ground_truth.iou_at_mass(scores, region, shown)
-    out["spearman_gxi"] = attribution.spearman(scores[shown], references["grad_x_input"].cpu().numpy()[shown])
-    out["spearman_ig"] = attribution.spearman(scores[shown], references["integrated_gradients"].cpu().numpy()[shown])
+    for column, name in (("spearman_gxi", "grad_x_input"), ("spearman_ig", "integrated_gradients")):
+        out[column] = nan if name not in references else attribution.spearman(scores[shown],
+                                                                              references[name].cpu().numpy()[shown])
     return out
 
 

@@ -1,11 +1,13 @@
 """What every figure shares: which row of an explanation is drawn, colour scales, axis labels."""
 from __future__ import annotations
 
+import unicodedata
 from functools import lru_cache
 
 import numpy as np
 from plotly.colors import get_colorscale
 
+from rollout_core import methods
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 
@@ -39,7 +41,8 @@ def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool 
         return f"{expl.method} (final)"
     number = model_layer(expl, layer)
     if raw_attention:
-        return f"raw attention of layer {number}"
+        spec = next((s for s in methods.all_methods() if s.name == expl.method), None)
+        return f"{spec.layer_view if spec else 'raw attention'} of layer {number}"
     return f"{expl.method} up to layer {number}" if is_cumulative(expl.method) else f"{expl.method} at layer {number}"
 
 
@@ -105,10 +108,31 @@ def positive_max(values: np.ndarray) -> float:
     return top if top > 0 else 1.0
 
 
+KEPT_CONTROLS = {"\n", "\t", "\u200c", "\u200d"}
+"""Control/format characters drawn as they are: line breaks, tabs and the joiners scripts need (ZWNJ, ZWJ)."""
+
+
+def is_hidden(char: str) -> bool:
+    """A control (Cc) or format (Cf) character, e.g. the bidi overrides U+202A-202E, U+2066-2069, U+200E/F."""
+    return char not in KEPT_CONTROLS and unicodedata.category(char) in ("Cc", "Cf")
+
+
+def visible_code(char: str) -> str:
+    """The character's code as text: "\\u202e"."""
+    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+
+
+def visible(text: str) -> str:
+    """`text` with each control/format character written as its code, so a right-to-left override in a token
+    cannot reorder an axis, a legend or a hover label on screen."""
+    return "".join(visible_code(c) if is_hidden(c) else c for c in text)
+
+
 def clean_token(token: str) -> str:
-    """Axis label of a token: the GPT-2 "Ġ" and SentencePiece "▁" markers dropped ("##" kept)."""
+    """Axis label of a token: the GPT-2 "Ġ" and SentencePiece "▁" markers dropped ("##" kept), control and
+    format characters written as their codes (`visible`)."""
     stripped = token.replace("\u0120", " ").replace("\u2581", " ").strip()
-    return stripped or token
+    return visible(stripped or token)
 
 
 TICK_CHARS = 18
@@ -121,17 +145,22 @@ TITLE_STANDOFF = 12
 TITLE_PX = 16
 
 
+def _clip(label: str) -> str:
+    return label if len(label) <= TICK_CHARS else label[: TICK_CHARS - 1] + "…"
+
+
 def _tick_labels(labels: list[str], limit: int) -> tuple[list[int], list[str], int]:
     step = max(1, int(np.ceil(len(labels) / limit)))
     idx = list(range(0, len(labels), step))
-    text = [labels[i] if len(labels[i]) <= TICK_CHARS else labels[i][: TICK_CHARS - 1] + "…" for i in idx]
+    text = [_clip(visible(labels[i])) for i in idx]
     angle = -45 if len(idx) > 8 or any(len(t) > 10 for t in text) else 0
     return idx, text, angle
 
 
 def tick_axis(labels: list[str], limit: int = 60, title: str | None = None) -> dict:
-    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels, cut to
-    TICK_CHARS characters and slanted when many or long; with `title`, the axis title stands off the labels."""
+    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels,
+    control and format characters written as their codes, cut to TICK_CHARS characters and slanted when many
+    or long; with `title`, the axis title stands off the labels."""
     idx, text, angle = _tick_labels(labels, limit)
     axis = dict(tickmode="array", tickvals=idx, ticktext=text, tickangle=angle, automargin=True)
     if title is not None:

@@ -15,6 +15,7 @@ from rollout_core.figures._common import (
     row_scores,
     tick_axis,
     tick_margin,
+    visible,
 )
 from rollout_core.figures.image import DEFAULT_COLORMAP, grid_figure, patch_map
 
@@ -59,9 +60,10 @@ def comparison_figure(
         return fig
     result = _compared(a, b, layer, raw_attention)
     z = np.vstack([result.a, result.b])
+    shown = [visible(u) for u in result.units]
     fig = go.Figure(go.Heatmap(
         z=z, y=list(labels), x=list(range(len(result.units))), colorscale=colorscale or SCORE_SCALE,
-        zmin=0.0, zmax=top, customdata=np.array([result.units, result.units], dtype=object),
+        zmin=0.0, zmax=top, customdata=np.array([shown, shown], dtype=object),
         colorbar=dict(title="share"),
         hovertemplate=f"%{{y}}, %{{customdata}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
     ))
@@ -97,7 +99,7 @@ def difference_figure(
         fig = grid_figure(diff.reshape(shape), title=name, colormap=DIFFERENCE_SCALE, zmin=-bound, zmax=bound)
     else:
         fig = go.Figure(go.Bar(
-            x=list(range(len(result.units))), y=diff, customdata=result.units,
+            x=list(range(len(result.units))), y=diff, customdata=[visible(u) for u in result.units],
             marker=dict(color=diff, colorscale=DIFFERENCE_SCALE, cmin=-bound, cmax=bound, colorbar=dict(title=name)),
             hovertemplate=f"%{{customdata}}: {name} = %{{y:{HOVER_FORMAT}}}<extra></extra>",
         ))

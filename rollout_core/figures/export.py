@@ -1,4 +1,4 @@
-"""Downloads: figures as PNG, scores as CSV and JSON."""
+"""Downloads: figures as PNG (with a raster fallback), SVG and PDF (vector, for papers), scores as CSV and JSON."""
 from __future__ import annotations
 
 import concurrent.futures
@@ -34,12 +34,29 @@ def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, s
     """
     height = height or int(fig.layout.height or 500)
     try:
-        return _kaleido_png(fig, width, height, scale)
+        return _kaleido(fig, "png", width, height, scale)
     except Exception as err:  # kaleido/Chrome missing or failing: any error here means "cannot export"
         if not fallback:
             raise RolloutError(f"PNG export needs kaleido and Chrome/Chromium, which failed: {err}") from err
         _log.warning("kaleido export failed (%s); drawing the numpy fallback", err)
     return raster_png(fig)
+
+
+def figure_svg(fig: go.Figure, *, width: int = 900, height: int | None = None) -> bytes:
+    """The figure as SVG bytes (kaleido; no fallback: a vector file cannot be made without it)."""
+    return _vector(fig, "svg", width, height)
+
+
+def figure_pdf(fig: go.Figure, *, width: int = 900, height: int | None = None) -> bytes:
+    """The figure as PDF bytes (kaleido; no fallback)."""
+    return _vector(fig, "pdf", width, height)
+
+
+def _vector(fig: go.Figure, fmt: str, width: int, height: int | None) -> bytes:
+    try:
+        return _kaleido(fig, fmt, width, height or int(fig.layout.height or 500), 1.0)
+    except Exception as err:  # kaleido/Chrome missing, failing or past the time limit
+        raise RolloutError(f"{fmt.upper()} export needs kaleido and Chrome/Chromium, which failed: {err}") from err
 
 
 def raster_png(fig: go.Figure) -> bytes:
@@ -151,7 +168,7 @@ def scores_json(expl: Explanation) -> bytes:
 
 
 KALEIDO_TIMEOUT_S = 30.0
-"""Longest wait for one PNG render; past it the export fails (and falls back) instead of hanging a download."""
+"""Longest wait for one render (PNG, SVG or PDF); past it the export fails (and falls back) instead of hanging a download."""
 
 
 def kaleido_options() -> dict:
@@ -168,13 +185,13 @@ def kaleido_options() -> dict:
 _KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="kaleido")
 
 
-def _kaleido_png(fig: go.Figure, width: int, height: int, scale: float) -> bytes:
-    """Kaleido's PNG, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
+def _kaleido(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> bytes:
+    """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
     not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
     import kaleido
 
     job = _KALEIDO_WORKER.submit(
-        kaleido.calc_fig_sync, fig.to_dict(), opts=dict(format="png", width=width, height=height, scale=scale),
+        kaleido.calc_fig_sync, fig.to_dict(), opts=dict(format=fmt, width=width, height=height, scale=scale),
         kopts=kaleido_options(),
     )
     return job.result(timeout=KALEIDO_TIMEOUT_S)

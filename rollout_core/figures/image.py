@@ -59,8 +59,31 @@ def image_overlay(
         hovertemplate=f"patch row %{{customdata[0]}}, col %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
         **scale,
     ))
+    _add_sink_marks(fig, expl, dx, dy)
     _image_layout(fig, view_title(expl, layer, raw_attention), width, height)
     return fig
+
+
+def _add_sink_marks(fig: go.Figure, expl: Explanation, dx: float, dy: float) -> None:
+    """Crosses on the patches that are attention sinks in some layer (Explanation.extras["sinks"])."""
+    facts = expl.extras.get("sinks")
+    if not facts or expl.patch_positions is None or expl.grid is None:
+        return
+    layers: dict[int, list[int]] = {}
+    for layer, positions in enumerate(facts["positions"]):
+        for position in positions:
+            layers.setdefault(int(position), []).append(layer + 1)
+    index = {int(p): k for k, p in enumerate(expl.patch_positions)}
+    marked = [(index[p], found) for p, found in sorted(layers.items()) if p in index]
+    if not marked:
+        return
+    cols = expl.grid[1]
+    fig.add_trace(go.Scatter(
+        x=[(k % cols + 0.5) * dx - 0.5 for k, _ in marked], y=[(k // cols + 0.5) * dy - 0.5 for k, _ in marked],
+        mode="markers", marker=dict(symbol="x-thin", size=14, line=dict(width=3, color="cyan")),
+        name="attention sink", showlegend=False, hoverinfo="text",
+        hovertext=[f"attention sink (patch row {k // cols}, col {k % cols}) in layer {', '.join(map(str, f))}"
+                   for k, f in marked]))
 
 
 def patch_heatmap(

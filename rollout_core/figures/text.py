@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import html
-import unicodedata
 
 import numpy as np
 import plotly.graph_objects as go
@@ -16,27 +15,17 @@ from rollout_core.figures._common import (
     clean_token,
     colours_at,
     ink_for,
+    is_hidden,
     positive_max,
     row_scores,
     tick_axis,
     tick_margin,
     view_title,
+    visible,
+    visible_code,
 )
 
 _SPAN_STYLE = "padding:0.1em 0.15em;border-radius:0.25em;"
-_KEPT_CONTROLS = {"\n", "\t", "\u200c", "\u200d"}
-"""Control/format characters drawn as they are: line breaks, tabs and the joiners scripts need (ZWNJ, ZWJ)."""
-
-
-def _is_hidden(char: str) -> bool:
-    """A control (Cc) or format (Cf) character, e.g. the bidi overrides U+202A-202E, U+2066-2069, U+200E/F."""
-    return char not in _KEPT_CONTROLS and unicodedata.category(char) in ("Cc", "Cf")
-
-
-def _code(char: str) -> str:
-    return f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
-
-
 def escape_visible(text: str) -> str:
     """HTML-escape `text`, drawing each control/format character as its visible code (\\u202e) in a span.
 
@@ -44,8 +33,8 @@ def escape_visible(text: str) -> str:
     """
     out = []
     for char in text:
-        if _is_hidden(char):
-            out.append(f'<span class="ctrl-char" style="font-family:monospace;opacity:0.7">{_code(char)}</span>')
+        if is_hidden(char):
+            out.append(f'<span class="ctrl-char" style="font-family:monospace;opacity:0.7">{visible_code(char)}</span>')
         else:
             out.append(html.escape(char, quote=True))
     return "".join(out)
@@ -53,7 +42,7 @@ def escape_visible(text: str) -> str:
 
 def _attr(text: str) -> str:
     """An escaped attribute value (hover title) with control/format characters written as codes."""
-    return html.escape("".join(_code(c) if _is_hidden(c) else c for c in text), quote=True)
+    return html.escape(visible(text), quote=True)
 
 
 def token_highlight_html(
@@ -142,7 +131,7 @@ def score_bar(
     scores = row_scores(expl, layer, raw_attention)
     if level == "word":
         words = word_scores(expl, scores)
-        labels = [w for w, *_ in words]
+        labels = [visible(w) for w, *_ in words]
         values = np.array([v for *_, v in words])
     else:
         labels = [clean_token(t) for t in expl.display_tokens()]

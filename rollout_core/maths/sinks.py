@@ -129,3 +129,22 @@ def describe_sinks(report: SinkReport, tokens: list[str] | None = None, *, sampl
     noun = "sink token" if count == 1 else "sink tokens"
     share = float(report.share[layer, sample]) * 100
     return f"{count} {noun}{names} took {share:.0f}% of layer {layer + 1}'s attention."
+
+
+def sink_facts(report: SinkReport, sample: int, n: int) -> dict[str, list]:
+    """Sample `sample`'s sinks as plain lists (an Explanation's extras): `positions` per layer (below n), and
+    `share`, the share of each layer's attention they took."""
+    return {"positions": [[p for p in layer.nonzero().flatten().tolist() if p < n]
+                          for layer in report.sinks[:, sample]],
+            "share": [float(s) for s in report.share[:, sample]]}
+
+
+def describe_sink_facts(facts: dict[str, list], tokens: list[str] | None = None) -> str:
+    """describe_sinks on what sink_facts kept (e.g. from a saved explanation)."""
+    n = 1 + max((p for layer in facts["positions"] for p in layer), default=0)
+    n = max(n, len(tokens or ()))
+    sinks = torch.zeros(len(facts["positions"]), 1, n, dtype=torch.bool)
+    for layer, positions in enumerate(facts["positions"]):
+        sinks[layer, 0, positions] = True
+    share = torch.tensor(facts["share"], dtype=torch.float64)[:, None]
+    return describe_sinks(SinkReport(sinks=sinks, share=share, received=torch.zeros(sinks.shape)), tokens)

@@ -14,34 +14,15 @@ from typing import Iterator, Sequence
 import torch
 
 from rollout_core.errors import UnsupportedModelError
+from rollout_core.models.layer_access import layer_access
+from rollout_core.models.thread_hooks import own_thread
 
-SUPPORTED_FAMILIES = ("bert", "roberta", "distilbert", "vit", "deit", "dinov2", "dinov2_with_registers")
-_VALUE_NAMES = ("value", "v_lin", "v_proj")
 
-
-def encoder_layers_and_values(model: torch.nn.Module) -> list[tuple[torch.nn.Module, torch.nn.Linear]]:
-    """(layer block, value projection) of every encoder layer, first layer first.
-
-    Small on purpose: to be replaced by rollout_core.models.layer_access once it exists.
-    """
-    family = getattr(model.config, "model_type", type(model).__name__)
-    if family not in SUPPORTED_FAMILIES:
-        raise UnsupportedModelError(
-            f"Value zeroing / AttnLRP support encoders of the families {', '.join(SUPPORTED_FAMILIES)}; "
-            f"this model is '{family}'.")
-    n_layers = model.config.num_hidden_layers if hasattr(model.config, "num_hidden_layers") else model.config.n_layers
-    blocks = next((m for name, m in model.named_modules()
-                   if isinstance(m, torch.nn.ModuleList) and len(m) == n_layers
-                   and name.rsplit(".", 1)[-1] in ("layer", "layers")), None)
-    if blocks is None:
-        raise UnsupportedModelError(f"Could not find the {n_layers} encoder layers of this '{family}' model.")
-    out = []
-    for block in blocks:
-        values = [m for name, m in block.named_modules() if name.rsplit(".", 1)[-1] in _VALUE_NAMES]
-        if len(values) != 1 or not isinstance(values[0], torch.nn.Linear):
-            raise UnsupportedModelError(f"Could not find the value projection of a '{family}' layer.")
-        out.append((block, values[0]))
-    return out
+def encoder_layers_and_values(model: torch.nn.Module, purpose: str = "Value zeroing"
+                              ) -> list[tuple[torch.nn.Module, torch.nn.Linear]]:
+    """(layer block, value projection) of every encoder layer, first layer first (from
+    rollout_core.models.layer_access; UnsupportedModelError naming the supported families otherwise)."""
+    return [(acc.layer, acc.value) for acc in layer_access(model, purpose)]
 
 
 def additive_mask(attention_mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor | None:
@@ -65,7 +46,7 @@ def _zero_value_rows(value: torch.nn.Linear, rows: torch.Tensor) -> Iterator[Non
         keep = torch.ones(output.shape[:2], dtype=output.dtype, device=output.device)
         keep[torch.arange(len(rows), device=output.device), rows] = 0
         return output * keep[..., None]
-    handle = value.register_forward_hook(hook)
+    handle = value.register_forward_hook(own_thread(hook))
     try:
         yield
     finally:

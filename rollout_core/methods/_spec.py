@@ -34,11 +34,14 @@ class MethodInput:
 
 @dataclass
 class MethodOutput:
-    """The explained rows after each layer of the range, (L', B, n), and the final (B, n, n) matrix if any."""
+    """The explained rows after each layer of the range, (L', B, n), and the final (B, n, n) matrix if any.
+    `layer_maps`, (L', B, n, n): the method's own matrix of each layer alone (a contribution measure), which the
+    slider's per-layer view shows instead of the layer's head-fused attention; None: that attention."""
 
     layer_rows: "torch.Tensor"
     matrix: "torch.Tensor | None"
     extras: dict[str, Any] = field(default_factory=dict)  # facts for Explanation.settings (e.g. an error bound)
+    layer_maps: "torch.Tensor | None" = None
 
 
 @dataclass(frozen=True)
@@ -58,5 +61,6 @@ class MethodSpec:
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
+    layer_view: str = "raw attention"  # what the slider's per-layer view shows (MethodOutput.layer_maps)
     recorder: "Callable[[Any], ContextManager[Any]] | None" = None  # hooks active during the forward pass
     compute: "Callable[[MethodInput], MethodOutput] | None" = None

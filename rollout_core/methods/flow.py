@@ -1,58 +1,79 @@
 """Attention flow (Abnar & Zuidema 2020): the max flow from an output to each input through the layer graph."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
 
 if TYPE_CHECKING:
     import torch
 
-    from rollout_core.options import Options
-
 
 def compute(method_input: MethodInput) -> MethodOutput:
-    """The flow rows after each layer of the range; the whole final flow matrix when the caller wants it."""
-    rows, matrix = _flow(method_input.captured.attentions, method_input.weights, method_input.mask,
-                         method_input.options, full=method_input.full_matrix)
-    return MethodOutput(layer_rows=rows, matrix=matrix)
-
-
-def _flow(
-    atts: "Sequence[torch.Tensor]", weights: "torch.Tensor", mask: "torch.Tensor | None", opts: "Options", full: bool
-) -> "tuple[torch.Tensor, torch.Tensor | None]":
-    """Attention flow: the explained rows after each layer (L', B, n) (one max-flow problem per layer
-    prefix) and, when `full` (text), the whole final flow matrix.
+    """The explained rows after each layer of the range (one max-flow problem per input token and layer
+    prefix); the whole final n x n matrix (n² more problems) only when Options.full_matrix asks for it.
 
     A readout of one position per sample ([CLS], the predicted position) uses that output's flow row. A
     pooled readout (mean pooling, DINOv2's [CLS] + patch mean) is the flow into a super-sink fed by the
     pooled positions (maths.flow.pooled_attention_flow): one problem per input token, not one per
-    (output, input) pair, which on a 257-token image was the difference between seconds and hours.
-    Images (`full` False) use the approximate flow (edges below the prune threshold dropped): exact flow
-    on a 257-token, 12-layer DINOv2 takes ~23 s for the final CLS row alone and ~114 s with the slider's
-    prefixes, the approximate one ~3 s / ~10 s (measured on 1 CPU thread)."""
+    (output, input) pair. Images (`full_matrix` False in the input: no matrix view) use the mass-pruned
+    flow of maths.flow_bounded, whose sound error bound goes to the settings as flow_error_bound."""
     import torch
 
     from rollout_core.maths.flow import attention_flow, pooled_attention_flow
+    from rollout_core.maths.flow_bounded import DEFAULT_EPS, bounded_attention_flow, flow_cost_estimate
 
-    options = dict(head_fusion=opts.head_fusion, residual_weight=opts.residual_weight, attention_mask=mask,
-                   start_layer=opts.start_layer, approximate=not full)
+    opts, weights, atts = method_input.options, method_input.weights, method_input.captured.attentions
+    approximate = not method_input.full_matrix
+    full = method_input.full_matrix and bool(getattr(opts, "full_matrix", False))
+    common: dict[str, Any] = dict(head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
+                                  attention_mask=method_input.mask, start_layer=opts.start_layer)
     single = bool(((weights > 0).sum(-1) == 1).all())
     outputs = torch.nonzero(weights.sum(0)).flatten().tolist()
-    rows, matrix = [], None
+    rows, bound = [], 0.0
     for top in range(opts.start_layer + 1, opts.end_layer + 1):
-        if not single:
-            rows.append(pooled_attention_flow(atts, weights, end_layer=top, **options).double())
-            continue
-        tokens = None if (full and top == opts.end_layer) else outputs
-        flow = attention_flow(atts, output_tokens=tokens, end_layer=top, **options).double()
-        if tokens is None:
-            matrix, flow = flow, flow[:, outputs]
-        rows.append(torch.einsum("bk,bkn->bn", weights[:, outputs].double(), flow))
-    if full and matrix is None:
-        matrix = attention_flow(atts, end_layer=opts.end_layer, **options).double()
-    return torch.stack(rows), matrix
+        target: dict[str, Any] = dict(output_tokens=outputs) if single else dict(weights=weights)
+        if approximate:
+            result = bounded_attention_flow(atts, eps=DEFAULT_EPS, end_layer=top, **target, **common)
+            flow, bound = result.values.double(), max(bound, result.error_bound)
+        elif single:
+            flow = attention_flow(atts, output_tokens=outputs, end_layer=top, **common).double()
+        else:
+            flow = pooled_attention_flow(atts, weights, end_layer=top, **common).double()[:, None]
+        rows.append(_explained(flow, weights, outputs if single else None))
+    matrix = attention_flow(atts, end_layer=opts.end_layer, **common).double() if full else None
+    n = int((weights.shape[-1] if method_input.mask is None else method_input.mask.sum(-1).max()))
+    extras = {
+        "flow_rows": "all rows (full matrix)" if full else "explained row only",
+        "flow_full_matrix_cost": flow_cost_estimate(n, opts.layers, n) if method_input.full_matrix else None,
+        "flow_approximate": approximate,
+        "flow_error_bound": bound if approximate else 0.0,
+        "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
+    }
+    return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
+
+def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int] | None") -> "torch.Tensor":
+    """(B, n): the output rows mixed by the readout weights, or the pooled row as it is."""
+    import torch
+
+    if outputs is None:
+        return flow[:, 0]
+    return torch.einsum("bk,bkn->bn", weights[:, outputs].double(), flow)
+
+
+def describe(settings: dict[str, Any]) -> str:
+    """One line for the CLI and the pages: exact or approximate (with the bound), and which rows are held."""
+    if settings.get("method") != "flow" or "flow_rows" not in settings:
+        return ""
+    cost = settings.get("flow_full_matrix_cost") or {}
+    kind = (f"approximate (error <= {settings['flow_error_bound']:.1e}, each row pruned to "
+            f"{1 - settings['flow_pruned_mass']:.0%} of its mass)" if settings.get("flow_approximate") else "exact")
+    line = f"attention flow: {kind}; {settings['flow_rows']}"
+    if settings["flow_rows"] == "explained row only" and cost:
+        line += (f" (the full matrix would take {cost['max_flows']:.0f} max-flow problems, "
+                 f"about {cost['seconds']:.2g} s)")
+    return line
 
 
 METHOD = MethodSpec(

@@ -15,9 +15,12 @@ import torch
 from torch import nn
 
 from rollout_core.errors import UnsupportedModelError
+from rollout_core.models.thread_hooks import own_thread
 
 _POST_LN = ("bert", "roberta", "xlm-roberta", "camembert", "electra", "distilbert")
 _PRE_LN = ("vit", "deit", "dinov2", "dinov2_with_registers")
+SUPPORTED_FAMILIES = _POST_LN + _PRE_LN
+"""The model types (config.model_type) whose layers `layer_access` can read."""
 
 
 @dataclass(frozen=True)
@@ -69,12 +72,19 @@ def _layers(model: nn.Module, family: str) -> list[LayerAccess]:
             for b in base.encoder.layer]
 
 
-def layer_access(model: nn.Module) -> list[LayerAccess]:
-    """Each layer's attention internals, or `UnsupportedModelError` naming the family."""
-    family = getattr(model.config, "model_type", "unknown")
-    if family not in _POST_LN + _PRE_LN:
+def supports(model: nn.Module) -> bool:
+    """Whether `layer_access` can read this model's layers."""
+    return getattr(getattr(model, "config", None), "model_type", None) in SUPPORTED_FAMILIES
+
+
+def layer_access(model: nn.Module, purpose: str = "This method") -> list[LayerAccess]:
+    """Each layer's attention internals, or `UnsupportedModelError` naming the supported families.
+    `purpose` starts the message ("Value zeroing", "ALTI rollout", ...)."""
+    family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
+    if family not in SUPPORTED_FAMILIES:
         raise UnsupportedModelError(
-            "norm-based contributions are available for BERT-like and ViT-like encoders; not for " + family)
+            f"{purpose} needs the layers of a BERT-like or ViT-like encoder (model types "
+            f"{', '.join(SUPPORTED_FAMILIES)}); this model is '{family}'.")
     return _layers(model, family)
 
 
@@ -83,21 +93,23 @@ def _first_input(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor:
 
 
 @contextmanager
-def recording(model: nn.Module) -> Iterator[Recorded]:
-    """Hooks recording, during any forward pass inside the block, the states the contribution measures need."""
-    rec = Recorded(layer_access(model))
+def recording(model: nn.Module, purpose: str = "This method") -> Iterator[Recorded]:
+    """Hooks recording, during any forward pass of this thread inside the block, the states the contribution measures need."""
+    rec = Recorded(layer_access(model, purpose))
     handles = []
     for acc in rec.layers:
         handles.append(acc.layer.register_forward_pre_hook(
-            lambda m, a, k: rec.residual.append(_first_input(a, k).detach()), with_kwargs=True))
+            own_thread(lambda m, a, k: rec.residual.append(_first_input(a, k).detach())), with_kwargs=True))
         handles.append(acc.attention.register_forward_pre_hook(
-            lambda m, a, k: rec.attn_input.append(_first_input(a, k).detach()), with_kwargs=True))
-        handles.append(acc.attention.register_forward_hook(lambda m, a, out: rec.probs.append(out[1].detach())))
+            own_thread(lambda m, a, k: rec.attn_input.append(_first_input(a, k).detach())), with_kwargs=True))
+        handles.append(acc.attention.register_forward_hook(
+            own_thread(lambda m, a, out: rec.probs.append(out[1].detach()))))
         if acc.post_ln:
-            handles.append(acc.block_output.register_forward_hook(lambda m, a, out: rec.block_out.append(out.detach())))
+            handles.append(acc.block_output.register_forward_hook(
+                own_thread(lambda m, a, out: rec.block_out.append(out.detach()))))
         else:
             handles.append(acc.block_output.register_forward_pre_hook(
-                lambda m, a: rec.block_out.append(a[0].detach())))
+                own_thread(lambda m, a: rec.block_out.append(a[0].detach()))))
     try:
         yield rec
     finally:

@@ -1,30 +1,22 @@
 """Value norms during the ordinary forward pass: a forward hook on each layer's value projection.
 
-Supported: BERT-like encoders (`...attention.self.value`) and DINOv2 / ViT / DeiT (`...attention.attention.value`,
-or transformers 5's `...attention.v_proj`). Other families give None: the attention-only sink criterion is used.
-The locator is deliberately tiny (module names only); rollout_core/models/layer_access.py is the general one.
+The projections come from rollout_core.models.layer_access (BERT-like and ViT-like encoders); other families
+give None: the attention-only sink criterion is used.
 """
 from __future__ import annotations
 
-import re
 from contextlib import contextmanager
 from typing import Iterator
 
 import torch
 
-_VALUE_NAME = re.compile(r"(?:^|\.)layer\.(\d+)\.attention\.(?:self\.value|attention\.value|v_proj)$")
+from rollout_core.models.layer_access import layer_access, supports
+from rollout_core.models.thread_hooks import own_thread
 
 
 def value_projections(model: torch.nn.Module) -> list[torch.nn.Linear] | None:
     """The value projection of every layer, in layer order, or None for an unsupported family."""
-    found: dict[int, torch.nn.Module] = {}
-    for name, module in model.named_modules():
-        match = _VALUE_NAME.search(name)
-        if match and isinstance(module, torch.nn.Linear):
-            found[int(match.group(1))] = module
-    if not found or sorted(found) != list(range(len(found))):
-        return None
-    return [found[i] for i in range(len(found))]
+    return [acc.value for acc in layer_access(model)] if supports(model) else None
 
 
 class ValueNorms:
@@ -40,24 +32,22 @@ class ValueNorms:
 
 
 @contextmanager
-def record_value_norms(model: torch.nn.Module, num_heads: int) -> Iterator[ValueNorms]:
-    """Within the block, every forward of `model` records per-token value norms (only the last forward is kept)."""
+def record_value_norms(model: torch.nn.Module) -> Iterator[ValueNorms]:
+    """Within the block, every forward of `model` on this thread records per-token value norms (only the last forward is kept)."""
     result = ValueNorms()
-    projections = value_projections(model)
-    handles = []
-    if projections is not None:
-        result.supported = True
+    layers = layer_access(model) if supports(model) else []
+    result.supported = bool(layers)
 
-        def hook_for(index: int):
-            def hook(_module, _inputs, output: torch.Tensor) -> None:
-                if index == 0:
-                    result.layers.clear()
-                batch, n, hidden = output.shape
-                heads = output.detach().float().view(batch, n, num_heads, hidden // num_heads)
-                result.layers.append(heads.norm(dim=-1).mean(-1))
-            return hook
+    def hook_for(index: int, num_heads: int):
+        def hook(_module, _inputs, output: torch.Tensor) -> None:
+            if index == 0:
+                result.layers.clear()
+            batch, n, hidden = output.shape
+            heads = output.detach().float().view(batch, n, num_heads, hidden // num_heads)
+            result.layers.append(heads.norm(dim=-1).mean(-1))
+        return hook
 
-        handles = [p.register_forward_hook(hook_for(i)) for i, p in enumerate(projections)]
+    handles = [acc.value.register_forward_hook(own_thread(hook_for(i, acc.num_heads))) for i, acc in enumerate(layers)]
     try:
         yield result
     finally:

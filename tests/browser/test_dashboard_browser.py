@@ -109,7 +109,7 @@ def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
                            "t.textContent === 'raw attention of layer 1')", timeout=STEP)
     result = {"model": model, **timing_summary(times),
               "measured": "key press on the layer slider -> token highlight and bar chart show the new layer",
-              "views": "all layers sent with the page, switched in the browser (app_pages/_lib/layer_explorer.js); "
+              "views": "all layers sent with the page, switched in the browser (rollout_core/figures/layer_explorer.js); "
                        "ours vs a server round trip per move: benchmarks/bench_slider.py"}
     SHOTS.mkdir(parents=True, exist_ok=True)
     (SHOTS / "slider_timing.json").write_text(json.dumps(result, indent=2) + "\n")

@@ -1,0 +1,93 @@
+"""How far to trust the map on screen: one line from the model's measured figures, or a check on request;
+and, on the image page, a warning when an image is far from what a shapes model was trained on."""
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import streamlit as st
+
+from app_pages._lib import core
+from app_pages._lib.safe import safe_text
+from rollout_core.models import domain, measured, registry
+
+PHOTO_MODEL = "dinov2-small"
+_CHECKS = "trust_checks"
+
+
+def trust_line(name: str, allow_pickle: bool, exp: Any, source: str | bytes) -> None:
+    """One caption under the map: the measured pointing game of this method on this model, or a button that
+    compares the current input's deletion curve with random orderings."""
+    record = measured.figures(name)
+    values = (record or {}).get("methods", {}).get(exp.method)
+    if record is not None and isinstance(values, dict):
+        st.caption(_measured_sentence(record, values, exp.kind))
+        return
+    if not exp.prediction:
+        st.caption("No measured figures for this model, and no classifier whose probability a check could follow.")
+        return
+    key = hashlib.sha256(repr((name, exp.method, exp.settings.get("target"), str(exp.settings),
+                               source if isinstance(source, str) else hashlib.sha256(source).hexdigest()))
+                         .encode()).hexdigest()
+    checks = st.session_state.setdefault(_CHECKS, {})
+    if key not in checks:
+        why = "This method has no measured figures on this model." if record else \
+            "This model has no measured figures."
+        st.caption(f"{why} The check removes the map's top {'tokens' if exp.kind == 'text' else 'patches'} "
+                   "first and follows the predicted class, against 10 random orderings.")
+        if not st.button("Check this map", key="trust_check"):
+            return
+        result = core.run("removing the top positions first and at random", _check, name, allow_pickle, source, exp)
+        if result is None:  # the error is on screen; the button comes back on the next run
+            return
+        checks[key] = result
+    st.caption(checks[key])
+
+
+def _measured_sentence(record: dict, values: dict, kind: str) -> str:
+    where = safe_text(measured.describe_dataset(record))
+    chance = (record.get("random") or {}).get("pointing_game")
+    pointing = values.get("pointing_game")
+    if isinstance(pointing, (int, float)):
+        top = "top token is a deciding word" if kind == "text" else "top patch lies on the deciding shape"
+        tail = f"; random {chance:.0%}." if isinstance(chance, (int, float)) else "."
+        return f"On {where}, this method's {top} {pointing:.0%} of the time{tail}"
+    deletion, random = values.get("deletion_auc"), (record.get("random") or {}).get("deletion_auc")
+    if isinstance(deletion, (int, float)) and isinstance(random, (int, float)):
+        return (f"On {where}, removing this method's top positions first gives a deletion AUC of {deletion:.2f}; "
+                f"random orderings {random:.2f} (lower: the map finds what the model uses).")
+    return f"Measured on {where}; no pointing game or deletion figure for this method."
+
+
+def _check(name: str, allow_pickle: bool, source: str | bytes, exp: Any) -> str:
+    from rollout_core.faithfulness.check import check_deletion
+
+    result = check_deletion(core.load(name, allow_pickle), source, exp)
+    verdict = "better than" if result.method_auc < result.random_auc - result.random_std else \
+        "no better than" if result.method_auc >= result.random_auc else "barely better than"
+    return safe_text(f"On this input, removing this map's top positions first gives a deletion AUC of "
+                     f"{result.method_auc:.2f} for {result.label}; {result.seeds} random orderings "
+                     f"{result.random_auc:.2f} ± {result.random_std:.2f}. Lower means the map finds what the model "
+                     f"uses: {verdict} chance.")
+
+
+def domain_warning(name: str, exp: Any) -> None:
+    """On a shapes-only model, say when the image is far from generated shapes, and offer the photo model."""
+    if not domain.is_shapes_model(name) or not exp.prediction or exp.image is None:
+        return
+    check = domain.shapes_domain(exp.image, exp.prediction[0].probability)
+    if not check.far:
+        return
+    st.warning(safe_text(f"{name} was trained on generated shapes only, and this image looks far from them: "
+                         f"{'; '.join(check.reasons)}. Its prediction and map say little about a photo."))
+    entry = registry.lookup(PHOTO_MODEL)
+    if entry is not None and registry.is_available(entry):
+        st.button(f"Switch to {PHOTO_MODEL} (pretrained on photos)", key="switch_photo_model",
+                  on_click=_switch_model, args=(PHOTO_MODEL,))
+
+
+def _switch_model(name: str) -> None:
+    """Before the rerun: point the sidebar's model picker at `name` (widget state may change only here)."""
+    st.session_state["model_choice"] = name
+    st.session_state["model"] = name
+    st.session_state["method"] = measured.default_method(name)

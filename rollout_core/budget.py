@@ -1,0 +1,146 @@
+"""A compute budget for a shared server: a request's cost is estimated before it runs and refused above a limit
+with the estimate in words and a cheaper choice; at most a few heavy computations run at once; a computation
+can be stopped from outside at its checkpoints (`cancellable`, `checkpoint`).
+
+Cost model (the only method whose cost explodes is attention flow; the others are one forward pass, plus one
+backward pass for gradient rollout, and are not limited):
+- text (exact flow, the whole n x n matrix and a row per layer): FLOW_TEXT_SECONDS * layers * n^3, calibrated on
+  the default text model (6 layers): 62 tokens 4.6 s, 122 tokens 36 s, 242 tokens over 200 s;
+- images (approximate flow, rows only): FLOW_IMAGE_SECONDS * layers^2 * n^2, calibrated on a 12-layer,
+  257-token DINOv2 (about 10 s with every slider position).
+Settings: env `ROLLOUT_MAX_COMPUTE_SECONDS` (default 60) and `ROLLOUT_MAX_HEAVY_JOBS` (default 2).
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
+
+from rollout_core.errors import InputError
+from rollout_core.settings_env import env_number
+
+DEFAULT_MAX_SECONDS = 60.0
+DEFAULT_HEAVY_JOBS = 2
+HEAVY_SECONDS = 2.0
+"""Requests estimated at this or more take one of the `ROLLOUT_MAX_HEAVY_JOBS` slots."""
+FLOW_TEXT_SECONDS = 3.2e-6
+FLOW_IMAGE_SECONDS = 1.05e-6
+
+
+class BudgetError(InputError):
+    """A request would cost more than the server allows, or the server is busy; the message says what to do."""
+
+
+class Cancelled(InputError):
+    """A computation was stopped at a checkpoint because whoever asked for it is gone."""
+
+
+def max_seconds() -> float:
+    """The largest estimated cost a request may have: env ROLLOUT_MAX_COMPUTE_SECONDS (default 60, above 0)."""
+    return env_number("ROLLOUT_MAX_COMPUTE_SECONDS", DEFAULT_MAX_SECONDS, minimum=0, inclusive=False)
+
+
+def max_heavy_jobs() -> int:
+    """How many heavy computations may run at once: env ROLLOUT_MAX_HEAVY_JOBS (default 2, at least 1)."""
+    return int(env_number("ROLLOUT_MAX_HEAVY_JOBS", DEFAULT_HEAVY_JOBS, integer=True, minimum=1))
+
+
+def estimate_seconds(method: str, tokens: int, layers: int, *, image: bool = False) -> float:
+    """Estimated seconds of `method` on `tokens` positions through `layers` layers (0 for the cheap methods)."""
+    if method != "flow":
+        return 0.0
+    if image:
+        return FLOW_IMAGE_SECONDS * layers**2 * tokens**2
+    return FLOW_TEXT_SECONDS * layers * tokens**3
+
+
+def in_words(seconds: float) -> str:
+    """A duration as a person would say it: "about 5 s", "about 4 min", "about 2 h"."""
+    if seconds < 90:
+        return f"about {max(1, round(seconds))} s"
+    if seconds < 90 * 60:
+        return f"about {round(seconds / 60)} min"
+    return f"about {seconds / 3600:.1f} h"
+
+
+def check(method: str, tokens: int, layers: int, *, image: bool = False, limit: float | None = None) -> float:
+    """The estimate of `estimate_seconds`; `BudgetError` naming it and a cheaper choice when it is over `limit`
+    (default: `max_seconds()`)."""
+    limit = max_seconds() if limit is None else limit
+    seconds = estimate_seconds(method, tokens, layers, image=image)
+    if seconds <= limit:
+        return seconds
+    unit = "patches" if image else "tokens"
+    fits = tokens
+    while fits > 1 and estimate_seconds(method, fits, layers, image=image) > limit:
+        fits = int(fits * 0.9)
+    shorter = "a smaller image" if image else f"shorten the text to about {fits} tokens"
+    raise BudgetError(f"{method} on {tokens} {unit} through {layers} layers would take {in_words(seconds)}, over "
+                      f"this server's limit of {in_words(limit)}; use rollout (under a second) or {shorter}")
+
+
+def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None) -> float:
+    """`check` for `method` on `source` (a text, or an image for an image model) with the loaded `handle`:
+    the positions are counted as the explanation will (text: tokenised with the model's limit; images: the
+    patch grid of the model's input size)."""
+    from rollout_core.models import families
+
+    layers = (handle.num_layers if end_layer is None else end_layer) - start_layer
+    if method != "flow":
+        return 0.0
+    if handle.modality == "image":
+        size = getattr(handle.config, "image_size", None) or 224
+        height, width = (size, size) if isinstance(size, int) else tuple(size)
+        return check(method, families.image_layout(handle.config, height, width).num_tokens, layers, image=True)
+    from rollout_core.inputs.text import encode_text, model_max_length, normalise_text
+
+    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset)
+    return check(method, len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids), layers)
+
+
+_SLOTS_LOCK = threading.Lock()
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+
+
+def _slots() -> threading.BoundedSemaphore:
+    size = max_heavy_jobs()
+    with _SLOTS_LOCK:
+        return _SLOTS.setdefault(size, threading.BoundedSemaphore(size))
+
+
+@contextmanager
+def heavy_slot(wait: float = 30.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+    """Hold one of the server's `max_heavy_jobs()` slots for the block. When none is free, call `on_wait` (to
+    say so), wait up to `wait` seconds, then raise `BudgetError`."""
+    slots = _slots()
+    if not slots.acquire(blocking=False):
+        if on_wait is not None:
+            on_wait()
+        if not slots.acquire(timeout=wait):
+            raise BudgetError(f"the server is busy with {max_heavy_jobs()} long computations; try again in a minute "
+                              "or choose a cheaper method (rollout)")
+    try:
+        yield
+    finally:
+        slots.release()
+
+
+_STOP = threading.local()
+
+
+@contextmanager
+def cancellable(should_stop: Callable[[], bool]) -> Iterator[None]:
+    """Within the block, `checkpoint()` in this thread raises `Cancelled` once `should_stop()` is true."""
+    previous = getattr(_STOP, "check", None)
+    _STOP.check = should_stop
+    try:
+        yield
+    finally:
+        _STOP.check = previous
+
+
+def checkpoint() -> None:
+    """Raise `Cancelled` when the computation running in this thread was asked to stop (see `cancellable`)."""
+    check = getattr(_STOP, "check", None)
+    if check is not None and check():
+        raise Cancelled("stopped: the page that asked for this computation was closed or changed")

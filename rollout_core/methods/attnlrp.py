@@ -1,0 +1,49 @@
+"""AttnLRP (Achtibat et al. 2024): layer-wise relevance propagation with attention-aware rules.
+
+The capture's forward and backward pass run inside `maths.lrp.attnlrp_rules` (the spec's recorder), so the
+gradient of the explained score w.r.t. the encoder input is the modified gradient; relevance of a token =
+its input embedding times that gradient, summed over the embedding. One map for the whole model: the slider's
+every layer shows it (the layer range does not apply). Signed: negative relevance speaks against the class.
+"""
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+
+def _rules(model):  # the recorder: imported lazily so the registry does not import torch
+    from rollout_core.maths.lrp import attnlrp_rules
+
+    return attnlrp_rules(model)
+
+
+def compute(method_input: MethodInput) -> MethodOutput:
+    """The relevance of each input token, repeated for each layer of the range (one map, not per layer)."""
+    from rollout_core.errors import UnsupportedModelError
+    from rollout_core.maths.lrp import token_relevance
+
+    captured, o = method_input.captured, method_input.options
+    if captured.input_gradients is None:
+        raise UnsupportedModelError("AttnLRP: the explained score does not depend on this model's input "
+                                    "embeddings as returned in its hidden states; choose another method")
+    relevance = token_relevance(captured.outputs.hidden_states[0], captured.input_gradients)
+    if method_input.mask is not None:
+        relevance = relevance * method_input.mask.to(relevance.dtype)
+    rows = relevance.unsqueeze(0).repeat(o.end_layer - o.start_layer, 1, 1)
+    return MethodOutput(layer_rows=rows, matrix=None)
+
+
+METHOD = MethodSpec(
+    name="attnlrp",
+    title="AttnLRP (relevance propagation)",
+    phrase="AttnLRP relevance (class-specific, whole model)",
+    description="Propagates the class score back to the input tokens with attention-aware LRP rules "
+                "(Achtibat et al. 2024); one signed map for the whole model, relevance summing to about the score.",
+    order=6,
+    class_specific=True,
+    needs_gradients=True,
+    needs_hidden_states=True,
+    uses_head_fusion=False,
+    uses_residual=False,
+    cumulative=False,
+    can_stream=False,
+    recorder=_rules,
+    compute=compute,
+)

@@ -1,0 +1,36 @@
+"""Sink-free rollout: attention rollout with each layer's attention sinks (rollout_core.maths.sinks) dropped."""
+from rollout_core.methods._rows import rows_of
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+
+def compute(method_input: MethodInput) -> MethodOutput:
+    """Sinks found per layer and sample (received attention >= 5x uniform and, where value norms were recorded, a
+    value norm below 0.6x the layer's median); the explained row's own position is never dropped. Their columns
+    are removed before the residual is added and rows renormalised, then the usual product."""
+    from rollout_core.maths.sinks import find_sinks, sink_free_rollout
+
+    o, atts = method_input.options, method_input.captured.attentions
+    report = find_sinks(atts, method_input.recorded.norms, method_input.mask, head_fusion=o.head_fusion)
+    report.sinks &= ~(method_input.weights >= 0.5)[None].to(report.sinks.device)
+    cumulative = sink_free_rollout(atts, report.sinks, head_fusion=o.head_fusion, residual_weight=o.residual_weight,
+                                   discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
+                                   attention_mask=method_input.mask, all_layers=True)
+    return rows_of(cumulative, method_input)
+
+
+def _recorder(model):
+    from rollout_core.models.value_norms import record_value_norms
+
+    return record_value_norms(model)
+
+
+METHOD = MethodSpec(
+    name="sink_free",
+    title="Sink-free rollout",
+    phrase="sink-free attention rollout",
+    description="Attention rollout with attention sinks (tokens that take far more attention than uniform but "
+                "carry small values, such as DINOv2's first-layer sink patch) removed layer by layer.",
+    order=7,
+    recorder=_recorder,
+    compute=compute,
+)

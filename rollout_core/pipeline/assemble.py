@@ -1,0 +1,79 @@
+"""Assembling explanations: a BatchResult sample -> `Explanation`, with its settings."""
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Sequence
+
+import numpy as np
+import torch
+
+from rollout_core.explanation import Explanation
+from rollout_core.inputs.text import EncodedText
+from rollout_core.models import families
+from rollout_core.models.handle import ModelHandle
+from rollout_core.options import Options
+from rollout_core.pipeline.batch import BatchResult
+from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE
+
+
+def text_explanation(
+    handle: ModelHandle, enc: EncodedText, result: BatchResult, b: int, opts: Options, limit: int,
+    labels: Sequence[str] | None,
+) -> Explanation:
+    """Sample b of a text batch, cropped to its own tokens."""
+    n = len(enc.input_ids)
+    extra = {"num_tokens": n, "max_length": limit, "labels": None if labels is None else list(labels)}
+    if labels is not None:
+        extra["zero_shot_temperature"] = ZERO_SHOT_TEMPERATURE
+    return Explanation(
+        kind="text", method=opts.method, model_name=handle.name, tokens=list(enc.tokens),
+        special=np.array(enc.special, dtype=bool), **result.arrays(b, n),
+        settings=settings(handle, opts, result, b, extra), target_description=result.descriptions[b],
+        prediction=result.predictions[b], target=result.targets[b], text=enc.text, offsets=list(enc.offsets),
+        truncation=enc.truncation,
+    )
+
+
+def image_explanation(
+    handle: ModelHandle, layout: families.ImageLayout, pixels: torch.Tensor, source_size: tuple[int, int],
+    result: BatchResult, opts: Options,
+) -> Explanation:
+    """The one sample of an image batch; `pixels` (3, H, W) is the model input, `source_size` the upload's."""
+    special = np.ones(layout.num_tokens, dtype=bool)
+    special[layout.patch_positions.numpy()] = False
+    extra = {"image_size": [int(pixels.shape[-2]), int(pixels.shape[-1])], "grid": list(layout.grid),
+             "source_size": list(source_size), "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
+    return Explanation(
+        kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
+        **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
+        target_description=result.descriptions[0], prediction=result.predictions[0], target=result.targets[0],
+        grid=layout.grid, patch_positions=layout.patch_positions.numpy(),
+        image=processed_image(pixels, handle.processor),
+    )
+
+
+def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, extra: dict[str, Any]) -> dict[str, Any]:
+    """`Explanation.settings`: the model's facts, every field of the Options as they ran (the capture that
+    was used, not "auto"), the target, `extra` and the library versions."""
+    import transformers
+
+    return {
+        "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
+        **dataclasses.asdict(dataclasses.replace(opts, capture=result.capture)), "target": result.targets[b],
+        "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
+        **result.method_facts, **extra,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
+                     "numpy": np.__version__},
+    }
+
+
+def processed_image(pixels: torch.Tensor, processor: Any) -> np.ndarray:
+    """(3, H, W) model input -> (H, W, 3) uint8 RGB as the model saw it (normalisation and rescaling undone)."""
+    x = pixels.detach().to("cpu", torch.float64)
+    if getattr(processor, "do_normalize", False):
+        mean = torch.as_tensor(processor.image_mean, dtype=torch.float64).view(-1, 1, 1)
+        std = torch.as_tensor(processor.image_std, dtype=torch.float64).view(-1, 1, 1)
+        x = x * std + mean
+    if getattr(processor, "do_rescale", False):
+        x = x / float(processor.rescale_factor)
+    return x.permute(1, 2, 0).round().clamp(0, 255).to(torch.uint8).numpy()

@@ -1,0 +1,170 @@
+"""The batch core: one capture of a padded batch, the chosen method, the explained rows -> BatchResult."""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+from rollout_core import capture, lowmem, methods
+from rollout_core.errors import InputError
+from rollout_core.explanation import Prediction
+from rollout_core.maths.rollout import layer_attention
+from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
+from rollout_core.models import families
+from rollout_core.models.handle import ModelHandle
+from rollout_core.models.value_norms import record_value_norms
+from rollout_core.options import Options
+from rollout_core.pipeline.heads import Head, HeadResult, causal_positions
+
+
+@dataclass
+class BatchResult:
+    """Per-batch tensors (B first), cropped per sample by `arrays`."""
+
+    n: int
+    scores: torch.Tensor  # (B, n)
+    layer_scores: torch.Tensor  # (L', B, n)
+    layer_attention_scores: torch.Tensor  # (L', B, n)
+    matrix: torch.Tensor | None  # (B, n, n)
+    layer_attention: torch.Tensor | None  # (L', B, n, n); None on the low-memory path
+    head_attention: torch.Tensor | None  # (L', B, H, n, n)
+    predictions: list[list[Prediction] | None]
+    targets: list[Any]
+    descriptions: list[str]
+    capture: str  # "full" | "lowmem"
+    method_facts: dict[str, Any] = field(default_factory=dict)  # for the settings (MethodOutput.extras)
+    sinks: SinkReport | None = None  # attention sinks of every layer (not on the low-memory path)
+
+    def arrays(self, b: int, n: int) -> dict[str, Any]:
+        """Explanation fields of sample b, cropped to its first n positions (right padding)."""
+        def np_(t: torch.Tensor | None) -> np.ndarray | None:
+            return None if t is None else t.detach().to("cpu", torch.float64).numpy()
+        layers = self.layer_scores.shape[0]
+        return {
+            "scores": np_(self.scores[b, :n]),
+            "layer_scores": np_(self.layer_scores[:, b, :n]),
+            "layer_attention_scores": np_(self.layer_attention_scores[:, b, :n]),
+            "matrix": np_(None if self.matrix is None else self.matrix[b, :n, :n]),
+            "layer_attention": np.zeros((layers, 0, n)) if self.layer_attention is None
+            else np_(self.layer_attention[:, b, :n, :n]),
+            "head_attention": np_(None if self.head_attention is None else self.head_attention[:, b, :, :n, :n]),
+            "extras": {} if self.sinks is None else {"sinks": sink_facts(self.sinks, b, n)},
+        }
+
+
+def explain_batch(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
+    head: Head, targets: list[Any], opts: Options,
+) -> BatchResult:
+    """One padded batch through the capture (full, or streaming when chosen) and the method."""
+    spec = families.spec_for(handle.config)
+    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
+    patches = None if layout is None else layout.patch_positions.to(real.device)
+    pooled = families.row_weights(pooling, real, patches)
+    if _use_lowmem(handle, opts, real.shape):
+        return _streamed_batch(handle, inputs, real, head, targets, opts, pooled, pooling)
+    return _full_batch(handle, inputs, real, layout, head, targets, opts, pooled, pooling)
+
+
+def _full_batch(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
+    head: Head, targets: list[Any], opts: Options, pooled: torch.Tensor, pooling: str,
+) -> BatchResult:
+    """The full capture (`capture.run`): every layer's attention, the method computed from it."""
+    mask = real.long() if "attention_mask" in inputs else None
+    found: dict[str, HeadResult] = {}
+    method = methods.get(opts.method)
+
+    def score(outputs: Any) -> torch.Tensor:
+        found["head"] = head(outputs, real, targets)
+        if found["head"].score is None:
+            raise InputError("gradient rollout needs a score to differentiate: this model has no prediction head"
+                             + (" (give zero-shot labels)" if handle.task == "sentence-encoder" else ""))
+        return found["head"].score
+
+    recorder = method.recorder(handle.model) if method.recorder else contextlib.nullcontext()
+    with recorder as recorded, record_value_norms(handle.model) as value_norms:
+        captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
+                               score=score if method.needs_gradients else None,
+                               hidden_states=method.needs_hidden_states)
+    result = found.get("head") or head(captured.outputs, real, targets)
+    weights = result.weights if result.weights is not None else pooled
+    atts = captured.attentions
+    s, e = opts.start_layer, opts.end_layer
+    layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
+    out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
+                                                      full_matrix=layout is None, recorded=recorded))
+    layer_att = layer_att if out.layer_maps is None else out.layer_maps
+    sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
+    w = weights.to(layer_att.dtype)
+    return _build(
+        real, result, pooling, "full", layer_rows=out.layer_rows,
+        layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
+        method_facts=out.extras, sinks=sinks,
+    )
+
+
+def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:
+    if opts.capture == "full" or handle.task == "seq2seq" or not methods.get(opts.method).can_stream:
+        return False
+    if opts.capture == "lowmem":
+        return True
+    needed = lowmem.estimate_full_capture_bytes(handle.num_layers, handle.num_heads, shape[1], shape[0])
+    return needed > lowmem.memory_budget_bytes()
+
+
+def _streamed_batch(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, head: Head, targets: list[Any],
+    opts: Options, pooled: torch.Tensor, pooling: str,
+) -> BatchResult:
+    """The streaming capture (`lowmem.streaming_rollout`): the rows of the explained positions only, no
+    per-layer matrices. The explained positions must be known before the forward pass."""
+    weights = pooled
+    if handle.task == "causal-lm":
+        weights = torch.zeros_like(pooled)
+        positions = causal_positions(real, targets)
+        weights[torch.arange(real.shape[0]), torch.tensor(positions, device=real.device)] = 1.0
+    rows = torch.nonzero(weights.sum(0)).flatten().tolist()
+    streamed = lowmem.streaming_rollout(
+        handle, inputs, head_fusion=opts.head_fusion, residual_weight=opts.residual_weight,
+        discard_ratio=opts.discard_ratio, start_layer=opts.start_layer, end_layer=opts.end_layer, rows=rows)
+    w_rows = weights[:, rows].to(torch.float64)
+    return _build(
+        real, head(streamed.outputs, real, targets), pooling, "lowmem",
+        layer_rows=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_rows.double()),
+        layer_attention_scores=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_attention_rows.double()),
+        matrix=streamed.matrix, layer_attention=None, head_attention=None,
+    )
+
+
+def _build(
+    real: torch.Tensor, result: HeadResult, pooling: str, capture_mode: str, *, layer_rows: torch.Tensor,
+    layer_attention_scores: torch.Tensor, matrix: torch.Tensor | None, layer_attention: torch.Tensor | None,
+    head_attention: torch.Tensor | None, method_facts: dict[str, Any] | None = None,
+    sinks: SinkReport | None = None,
+) -> BatchResult:
+    """The one BatchResult builder of both captures: the final scores are the last layer's rows."""
+    description = _row_description(pooling, result.weights is not None, real)
+    return BatchResult(
+        n=real.shape[1], scores=layer_rows[-1], layer_scores=layer_rows, layer_attention_scores=layer_attention_scores,
+        matrix=matrix, layer_attention=layer_attention, head_attention=head_attention,
+        predictions=result.predictions, targets=result.targets,
+        descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
+        capture=capture_mode, method_facts=dict(method_facts or {}), sinks=sinks,
+    )
+
+
+def _row_description(pooling: str, positional: bool, real: torch.Tensor) -> list[str]:
+    if positional:
+        return [""] * real.shape[0]
+    if pooling == "mean":
+        return [f"mean of the {int(c)} token rows" for c in real.sum(-1)]
+    return [families.POOLINGS[pooling]] * real.shape[0]
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)

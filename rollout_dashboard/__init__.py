@@ -1,0 +1,1 @@
+"""`rollout-dashboard`: starts the Streamlit dashboard (see rollout_dashboard.launch)."""

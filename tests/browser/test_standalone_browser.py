@@ -1,0 +1,68 @@
+"""In chromium, from disk (file://, every network request refused): the standalone HTML of an explanation draws
+its highlight and bar chart, and its layer slider and raw-attention toggle switch the view."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+import rollout_core as rc
+
+pytestmark = pytest.mark.browser
+
+HOSTILE = "the cat <img src=x onerror=alert(1)> sat on the mat"
+WAIT = 30_000
+
+
+def _bars(tab: Any) -> list[float]:
+    """The heights of the drawn bars (Plotly's decoded trace data: the figure JSON sends them base64-packed)."""
+    return tab.evaluate("() => Array.from(document.querySelector('.lx-figures .js-plotly-plot')._fullData[0].y)")
+
+
+def test_standalone_file_works_offline_and_its_slider_switches_the_view(browser: Any, tiny_model_dir, tmp_path):
+    expl = rc.explain_text(rc.load_model(str(tiny_model_dir("bert"))), HOSTILE)
+    layers = expl.num_layers
+    assert layers >= 2
+    path = tmp_path / "view.html"
+    expl.to_html(path)
+
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    requests: list[str] = []
+
+    def refuse(route: Any) -> None:
+        requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith("file:") else route.abort()
+
+    context.route("**/*", refuse)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda err: errors.append(str(err)))
+    try:
+        tab.goto(path.as_uri())
+        tab.wait_for_selector(f".lx-root[data-view='layer-{layers}-cum']", state="attached", timeout=WAIT)
+        tab.wait_for_selector(".lx-figures .js-plotly-plot", timeout=WAIT)
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), atol=1e-9)
+        highlight = tab.locator(".lx-html")
+        assert highlight.locator("img").count() == 0 and "<img src=x onerror=alert(1)>" in highlight.inner_text()
+        before = highlight.inner_html()
+
+        slider = tab.locator(".lx-root input[type=range]")
+        slider.focus()
+        slider.press("ArrowLeft")
+        tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-cum']", state="attached", timeout=WAIT)
+        assert tab.locator(f".token-highlight[data-view='layer-{layers - 1}-cum']").count() == 1
+        assert highlight.inner_html() != before
+        tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === '{layers - 1} / {layers}'",
+                              timeout=WAIT)
+        tab.wait_for_timeout(300)  # Plotly.react of the new bars
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), atol=1e-9)
+
+        tab.locator(".lx-toggle input").check()
+        tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-raw']", state="attached", timeout=WAIT)
+        tab.wait_for_timeout(300)
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), atol=1e-9)
+        assert not errors, errors
+        assert all(url.startswith("file:") for url in requests), requests
+    finally:
+        context.close()
