@@ -361,10 +361,11 @@ def _default(name: str):
 def test_evaluate_dataset_on_default_models(name, dataset):
     from rollout_core.faithfulness.evaluate import evaluate_dataset
 
-    result = evaluate_dataset(_default(name), dataset, limit=3)
+    chosen = ["rollout", "gradient", "attention", "alti"]  # not every method: value zeroing alone takes minutes
+    result = evaluate_dataset(_default(name), dataset, methods=chosen, limit=3, agreement=False)
     assert result.count == 3
     summary = result.summary
-    assert list(summary.index) == ["rollout", "flow", "gradient", "attention", "random"]
+    assert list(summary.index) == [*chosen, "random"]
     assert summary[("pointing_game", "mean")].notna().all()
     assert summary[("deletion_auc", "mean")].between(0, 1).all()
 
