@@ -80,3 +80,22 @@ def test_page_shows_result_folder(tiny_handle, tmp_path, monkeypatch):
     assert at.get("plotly_chart")
     html = "".join(str(m.value) for m in at.markdown)
     assert "<img" not in html
+
+
+@pytest.mark.skipif(os.environ.get("ROLLOUT_TEST_RAY") != "1", reason="Ray run: set ROLLOUT_TEST_RAY=1")
+def test_evaluate_on_ray_equals_local(tiny_model_dir, tmp_path):
+    ray = pytest.importorskip("ray")
+    from rollout_core.faithfulness.evaluate import evaluate_dataset
+
+    source = tmp_path / "eval.csv"
+    _corpus(6).to_csv(source, index=False)
+    model = str(tiny_model_dir("bert"))
+    local = evaluate_dataset(model, str(source), ["rollout", "attention"], agreement=False)
+    ray.init(num_cpus=2, include_dashboard=False)
+    try:
+        remote = evaluate_dataset(model, str(source), ["rollout", "attention"], agreement=False, engine="ray",
+                                  workers=2)
+    finally:
+        ray.shutdown()
+    pd.testing.assert_frame_equal(local.per_example, remote.per_example)
+    pd.testing.assert_frame_equal(local.summary, remote.summary)

@@ -55,6 +55,9 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
                         help="also store the per-method summary with the registry model "
                              "(rollout_core/models/measured/<model>.json): the app's default method and the "
                              "figures its method picker shows come from that file")
+    parser.add_argument("--engine", choices=("local", "ray"), default="local",
+                        help="ray: spread the examples over Ray actors (RAY_ADDRESS for a cluster), same results")
+    parser.add_argument("--workers", type=int, default=2, help="Ray actors (--engine ray)")
     return parser
 
 
@@ -92,7 +95,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         result = evaluate_dataset(args.model, dataset, args.methods, limit=args.limit, progress=progress,
-                                  seeds=args.seeds, agreement=not args.no_agreement)
+                                  seeds=args.seeds, agreement=not args.no_agreement, engine=args.engine,
+                                  workers=args.workers)
     finally:
         for bar in bars:
             bar.close()

@@ -131,34 +131,55 @@ def evaluate_dataset(
     progress: Progress | None = None,
     seeds: int = RANDOM_SEEDS,
     agreement: bool = True,
+    engine: str = "local",
+    workers: int = 2,
     **options: Any,
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
     file with `text` and `label` columns, or a folder with one sub-folder of images per class.
-    `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods."""
+    `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods.
+    `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows."""
     generated = dataset if dataset in ("text", "image") else None
     handle = _handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = _methods(methods)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")
     items = _dataset_items(handle, dataset, limit)
-    rows: list[dict[str, Any]] = []
-    if progress is not None:
-        progress(0, len(items))
-    for index, item in enumerate(items):
-        result = _evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement)
-        for row in result.rows:
-            rows.append({"example": index, "label": item.label, "predicted": result.predicted,
-                         "correct": item.label == result.predicted, **row})
+    if engine == "ray":
+        from rollout_core.faithfulness.ray_evaluate import evaluate_on_ray
+
+        rows = evaluate_on_ray(model if isinstance(model, (str, os.PathLike)) else handle.name, items, methods,
+                               seeds, options, agreement, workers=workers, progress=progress)
+    elif engine == "local":
+        rows = []
         if progress is not None:
-            progress(index + 1, len(items))
-    per_example = pd.DataFrame(rows)
+            progress(0, len(items))
+        for index, item in enumerate(items):
+            rows.extend(item_rows(handle, index, item, methods, seeds, options, agreement))
+            if progress is not None:
+                progress(index + 1, len(items))
+    else:
+        raise InputError(f"unknown engine {engine!r}; choose local or ray")
+    return summarize(rows, methods, len(items))
+
+
+def item_rows(handle: ModelHandle, index: int, item: Item, methods: list[str], seeds: int, options: dict[str, Any],
+              agreement: bool) -> list[dict[str, Any]]:
+    """The per-example rows (one per method and the random baseline) of data-set example `index`."""
+    result = _evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement)
+    return [{"example": index, "label": item.label, "predicted": result.predicted,
+             "correct": item.label == result.predicted, **row} for row in result.rows]
+
+
+def summarize(rows: list[dict[str, Any]], methods: Sequence[str], count: int) -> DatasetEvaluation:
+    """The method x measure summary (mean and std over examples) of per-example rows, in `methods` order."""
+    per_example = pd.DataFrame(rows).sort_values(["example"], kind="stable").reset_index(drop=True)
     order = [*methods, RANDOM]
     grouped = per_example.groupby("method", sort=False)[list(MEASURES)]
     summary = pd.concat({"mean": grouped.mean(), "std": grouped.std(ddof=0)}, axis=1).swaplevel(axis=1)
     summary = summary[[(m, s) for m in MEASURES for s in ("mean", "std")]].reindex(order)
     first = per_example.drop_duplicates("example")
-    return DatasetEvaluation(per_example, summary, float(first["correct"].mean()), len(items))
+    return DatasetEvaluation(per_example, summary, float(first["correct"].mean()), count)
 
 
 def markdown_table(summary: pd.DataFrame, digits: int = 3) -> str:
