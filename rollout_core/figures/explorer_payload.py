@@ -6,11 +6,11 @@ changes are named in the control (`trace`, from the figure modules' trace-name c
 """
 from __future__ import annotations
 
-from typing import Any, TypedDict, Union
+from typing import Any, Final, TypedDict, Union
 
-CUMULATIVE = "cumulative"
+CUMULATIVE: Final = "cumulative"
 """`views` key of the cumulative maps (the explorer's default mode)."""
-RAW = "raw"
+RAW: Final = "raw"
 """`views` key of each layer's own attention (the raw-attention toggle)."""
 
 SharedRef = TypedDict("SharedRef", {"$shared": int})

@@ -22,7 +22,7 @@ from rollout_core import compare
 from rollout_core.explanation import Explanation
 from rollout_core.figures._common import row_scores, view_title
 from rollout_core.figures.comparison import difference_figure, shared_zmax
-from rollout_core.figures.explorer_payload import ControlSpec, ModeViews, Payload, ViewData
+from rollout_core.figures.explorer_payload import CUMULATIVE, RAW, ControlSpec, ModeViews, Payload, ViewData
 from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
 from rollout_core.figures.text import score_bar, token_highlight_html
 from rollout_core.summary import summarize
@@ -204,7 +204,7 @@ def views_payload(views: dict[str, LayerView]) -> Payload:
                            "marker": view_key(k, raw)})
     shared: list[str] = []
     packed = _share_strings(packed, shared)
-    by_mode: ModeViews = {"cumulative": packed[:layers], "raw": packed[layers:]}
+    by_mode: ModeViews = {CUMULATIVE: packed[:layers], RAW: packed[layers:]}
     body = {"views": by_mode, "template": template, "shared": shared}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
     return {"id": digest, "views": by_mode, "template": template, "shared": shared}
