@@ -9,21 +9,26 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from rollout_core.figures.layer_views import view_key
+from payload_contract import contract_errors
+from rollout_core.figures.explorer_payload import ExplorerData, mode
 
 EXPLORER = "rollout_layer_explorer"
 
 
 def explorers(at: Any) -> list[dict[str, Any]]:
-    """The data of every mounted layer explorer, in page order."""
-    return [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == EXPLORER]
+    """The data of every mounted layer explorer, in page order, each checked against the contract (ExplorerData)."""
+    found = [json.loads(e.proto.json) for e in at.get("bidi_component") if e.proto.component_name == EXPLORER]
+    for data in found:
+        assert contract_errors(data, ExplorerData) == [], "the explorer's data breaks its contract"
+    return found
 
 
 def view_at(data: dict[str, Any], layer: int | None = None, raw: bool | None = None) -> dict[str, Any]:
-    """One view of an explorer ({"html", "figures", "summary"}), shared strings put back; default: the shown one."""
+    """One view of an explorer ({"html", "figures", "summary", "marker"}), shared strings put back; default: the
+    shown one."""
     payload = data["payload"]
-    key = view_key(data["layer"] if layer is None else layer, data["raw"] if raw is None else raw)
-    return unshare(payload["views"][key], payload["shared"])
+    layer = data["layer"] if layer is None else layer
+    return unshare(payload["views"][mode(data["raw"] if raw is None else raw)][layer - 1], payload["shared"])
 
 
 def unshare(value: Any, shared: list[str]) -> Any:

@@ -94,8 +94,10 @@ def test_standalone_page_is_self_contained_escaped_and_starts_at_the_asked_view(
     assert "<title>rollout · hand &lt;m&gt;</title>" in page and "NEG&lt;ATIVE&gt;" in page
     data = _data(page)
     assert data["layer"] == 1 and data["raw"] is True and data["layers"] == 2
-    assert set(data["payload"]["views"]) == {"layer-1-cum", "layer-2-cum", "layer-1-raw", "layer-2-raw"}
-    view_html = data["payload"]["views"]["layer-2-cum"]["html"]
+    views = data["payload"]["views"]
+    assert [[v["marker"] for v in views[m]] for m in ("cumulative", "raw")] == [["layer-1-cum", "layer-2-cum"],
+                                                                                ["layer-1-raw", "layer-2-raw"]]
+    view_html = views["cumulative"][1]["html"]
     assert "&lt;script&gt;" in view_html and "<script>" not in view_html
 
 
@@ -105,7 +107,7 @@ def test_notebook_repr_is_an_iframe_of_the_page_text_without_plotly():
     assert markup.startswith('<iframe class="rollout-explorer" srcdoc="')
     srcdoc = html.unescape(re.search(r'srcdoc="([^"]*)"', markup).group(1))
     assert srcdoc.startswith("<!DOCTYPE html>") and "window.rolloutLayerExplorer" in srcdoc
-    assert _data(srcdoc)["payload"]["views"]["layer-1-cum"]["figures"] == []
+    assert _data(srcdoc)["payload"]["views"]["cumulative"][0]["figures"] == []
     assert len(markup) < 200_000  # text in a notebook: no 4.8 MB of plotly.js per output
 
 

@@ -98,7 +98,9 @@ def test_payload_restores_every_view_and_sends_a_repeated_image_once(image_expl:
     assert payload["shared"] == [image]  # the PNG under every overlay, stored once
     assert json.dumps(payload).count(image[:200]) == 1
     for key, view in views.items():
-        restored = unshare(payload["views"][key], payload["shared"])
+        layer, raw = int(key.split("-")[1]), key.endswith("-raw")  # view_key's documented form "layer-3-cum"
+        restored = unshare(payload["views"]["raw" if raw else "cumulative"][layer - 1], payload["shared"])
+        assert restored["marker"] == key
         assert restored["html"] == view.html and restored["summary"] == view.summary
         for fig, spec in zip(view.figures, restored["figures"]):
             original = json.loads(fig.to_json())
@@ -108,15 +110,19 @@ def test_payload_restores_every_view_and_sends_a_repeated_image_once(image_expl:
 
 def test_payload_shares_only_long_strings_seen_in_two_views_and_its_id_follows_the_content() -> None:
     long_text = "x" * layer_views.SHARED_MIN_CHARS
-    views = {"a": LayerView(html=long_text, summary="short"), "b": LayerView(html=long_text, summary="short"),
-             "c": LayerView(html="y" * (2 * layer_views.SHARED_MIN_CHARS))}
+    views = {"layer-1-cum": LayerView(html=long_text, summary="short"),
+             "layer-1-raw": LayerView(html=long_text, summary="short"),
+             "layer-2-cum": LayerView(html="y" * (2 * layer_views.SHARED_MIN_CHARS)), "layer-2-raw": LayerView()}
     payload = views_payload(views)
+    cumulative, raw = payload["views"]["cumulative"], payload["views"]["raw"]
     assert payload["shared"] == [long_text]
-    assert payload["views"]["a"]["html"] == {"$shared": 0} and payload["views"]["a"]["summary"] == "short"
-    assert payload["views"]["c"]["html"] == "y" * (2 * layer_views.SHARED_MIN_CHARS)  # in one view only
+    assert raw[0]["html"] == {"$shared": 0} and raw[0]["summary"] == "short" and cumulative[0]["html"] == {"$shared": 0}
+    assert cumulative[1]["html"] == "y" * (2 * layer_views.SHARED_MIN_CHARS)  # in one view only
     assert views_payload(dict(views))["id"] == payload["id"]
-    changed = {**views, "c": LayerView(html="z")}
+    changed = {**views, "layer-2-cum": LayerView(html="z")}
     assert views_payload(changed)["id"] != payload["id"]
+    with pytest.raises(ValueError, match="every layer in both modes"):
+        views_payload({"layer-1-cum": LayerView(), "layer-3-raw": LayerView()})
 
 
 def test_comparison_views_agreement_is_that_layers_spearman(tiny_handle: Callable[[str], object]) -> None:

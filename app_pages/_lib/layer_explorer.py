@@ -23,6 +23,7 @@ from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import slider_label
+from rollout_core.figures.explorer_payload import ExplorerData, Payload
 from rollout_core.figures.standalone import RAW_LABEL, explorer_asset
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,10 +70,10 @@ def _fingerprint(expl: Explanation) -> str:
     return digest.hexdigest()
 
 
-def _cached(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+def _cached(build: Callable[..., Payload]) -> Callable[..., Payload]:
     """`build` through the pages' byte-bounded result cache, keyed on its arguments (explanations by content)."""
 
-    def payload(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    def payload(*args: Any, **kwargs: Any) -> Payload:
         key = (build.__name__, *(_fingerprint(a) if isinstance(a, Explanation) else a for a in args),
                *sorted(kwargs.items()))
         return core.results().get_or_compute(key, lambda: build(*args, **kwargs))
@@ -81,24 +82,24 @@ def _cached(build: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any
 
 
 @_cached
-def text_payload(expl: Explanation, shared_scale: bool = False) -> dict[str, Any]:
+def text_payload(expl: Explanation, shared_scale: bool = False) -> Payload:
     return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
 
 
 @_cached
-def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> dict[str, Any]:
+def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> Payload:
     """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
     return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
 
 
 @_cached
 def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", shared_scale: bool = False,
-                       colormap: str = layer_views.DEFAULT_COLORMAP) -> dict[str, Any]:
+                       colormap: str = layer_views.DEFAULT_COLORMAP) -> Payload:
     return layer_views.views_payload(layer_views.comparison_views(a, b, sides=sides, shared_scale=shared_scale,
                                                                   colormap=colormap))
 
 
-def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
+def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
                    controls: dict[layer_views.TraceControl, float] | None = None,
                    label: str = slider_label()) -> tuple[int, bool]:
     """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
@@ -123,9 +124,9 @@ def layer_explorer(payload: dict[str, Any], num_layers: int, key: str = "layer",
         except OSError as err:
             st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
-    _COMPONENT(key=f"{key}_explorer", data={"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
-                                            "label": label, "raw_label": RAW_LABEL, "plotly_url": plotly_url,
-                                            "controls": specs},
+    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw, "label": label,
+                          "raw_label": RAW_LABEL, "plotly_url": plotly_url, "controls": specs}
+    _COMPONENT(key=f"{key}_explorer", data=data,
                on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])
 

@@ -15,6 +15,10 @@ from rollout_core.explanation import Explanation
 from rollout_core.figures._common import HOVER_FORMAT, positive_max, row_scores, view_title
 
 DEFAULT_COLORMAP = "inferno"
+IMAGE_TRACE = "image"
+"""Name of the photo trace under an overlay (`image_overlay`)."""
+OVERLAY_TRACE = "patches"
+"""Name of the overlay's per-patch map trace, the one a viewer's opacity control sets."""
 
 
 def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
@@ -48,14 +52,14 @@ def image_overlay(
     rows, cols = values.shape
     top = positive_max(values) if zmax is None else float(zmax)
     dy, dx = height / rows, width / cols
-    fig = go.Figure(go.Image(source=png_data_uri(image), hoverinfo="skip", name="image"))
+    fig = go.Figure(go.Image(source=png_data_uri(image), hoverinfo="skip", name=IMAGE_TRACE))
     scale = dict(colorscale=colormap, zmin=0.0, zmax=top)
     if smooth:
         fig.add_trace(go.Heatmap(z=_bilinear(values, height, width), opacity=float(opacity), hoverinfo="skip",
                                  showscale=False, name="map", **scale))
     fig.add_trace(go.Heatmap(
         z=values, x0=dx / 2 - 0.5, dx=dx, y0=dy / 2 - 0.5, dy=dy, customdata=_rowcol(rows, cols),
-        opacity=0.0 if smooth else float(opacity), colorbar=dict(title="share"), name="patches",
+        opacity=0.0 if smooth else float(opacity), colorbar=dict(title="share"), name=OVERLAY_TRACE,
         hovertemplate=f"patch row %{{customdata[0]}}, col %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
         **scale,
     ))

@@ -1,10 +1,9 @@
 // The layer slider and the views it drives, switched in the browser: every slider position was drawn by
 // rollout_core.figures.layer_views, so a move only swaps what is shown (no round trip to the server).
 // The chosen position is reported back (debounced) so the URL and server-side views can follow.
-// `data`: {payload: {id, views: {key: {html, figures, summary}}, template, shared}, layers, layer, raw,
-//          label, raw_label, plotly_url, controls: [{key, label, trace, attribute, min, max, step, value}]}.
-// A control is a slider setting `attribute` of every trace named `trace` (e.g. the overlay's opacity).
-// The views' HTML comes from the core, which escapes all user text.
+// `data` is an ExplorerData (rollout_core/figures/explorer_payload.py, the contract): a view is
+// payload.views[mode][layer - 1], its `marker` goes into data-view; a control names the trace it sets.
+// Nothing here builds a key or a trace name. The views' HTML comes from the core, which escapes all user text.
 
 const REPORT_DELAY_MS = 250;
 const plotlyLoads = {};
@@ -30,10 +29,6 @@ function unshare(value, shared) {
     return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unshare(v, shared)]));
   }
   return value;
-}
-
-function viewKey(layer, raw) {
-  return `layer-${layer}-${raw ? "raw" : "cum"}`;
 }
 
 function build(parent) {
@@ -89,24 +84,29 @@ export default function (component) {
 
   const views = data.payload.views;
   const shared = data.payload.shared;
-  const resolved = {};
+  const resolved = { cumulative: [], raw: [] };
   const figureBox = root.querySelector(".lx-figures");
   const errorBox = root.querySelector(".lx-error");
 
+  function current() {
+    const mode = state.raw ? "raw" : "cumulative";
+    const i = state.layer - 1;
+    return resolved[mode][i] || (resolved[mode][i] = unshare(views[mode][i], shared));
+  }
+
   function show() {
-    const key = viewKey(state.layer, state.raw);
-    const view = resolved[key] || (resolved[key] = unshare(views[key], shared));
+    const view = current();
     slider.value = String(state.layer);
     toggle.checked = state.raw;
     root.querySelector(".lx-value").textContent = `${state.layer} / ${data.layers}`;
     root.querySelector(".lx-html").innerHTML = view.html;
     root.querySelector(".lx-summary").textContent = view.summary;
-    root.dataset.view = key;
+    root.dataset.view = view.marker;
     while (figureBox.children.length > view.figures.length) figureBox.lastChild.remove();
     while (figureBox.children.length < view.figures.length) figureBox.appendChild(document.createElement("div"));
     if (!view.figures.length || !data.plotly_url) return; // no plotly.js: the page says why
     loadPlotly(data.plotly_url).then((Plotly) => {
-      if (viewKey(state.layer, state.raw) !== key) return; // the slider moved on meanwhile
+      if (current() !== view) return; // the slider moved on meanwhile
       const style = getComputedStyle(root); // follow the app's font and theme (light or dark)
       const font = { family: style.fontFamily, color: style.color };
       view.figures.forEach((figure, i) => {

@@ -22,7 +22,8 @@ from rollout_core import compare
 from rollout_core.explanation import Explanation
 from rollout_core.figures._common import row_scores, view_title
 from rollout_core.figures.comparison import difference_figure, shared_zmax
-from rollout_core.figures.image import DEFAULT_COLORMAP, image_overlay, patch_heatmap
+from rollout_core.figures.explorer_payload import CUMULATIVE, RAW, ControlSpec, ModeViews, Payload, ViewData
+from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
 from rollout_core.figures.text import score_bar, token_highlight_html
 from rollout_core.summary import summarize
 
@@ -52,21 +53,22 @@ class TraceControl:
     high: float
     step: float
 
-    def spec(self, value: float) -> dict[str, Any]:
+    def spec(self, value: float) -> ControlSpec:
         """JSON-ready description with the current value (clipped to low..high)."""
         return {"key": self.key, "label": self.label, "trace": self.trace, "attribute": self.attribute,
                 "min": self.low, "max": self.high, "step": self.step,
                 "value": min(self.high, max(self.low, float(value)))}
 
 
-OVERLAY_OPACITY = TraceControl("opacity", "Overlay opacity", "patches", "opacity", 0.0, 1.0, 0.05)
-"""The opacity of the map over the image (`image_overlay`'s "patches" trace)."""
+OVERLAY_OPACITY = TraceControl("opacity", "Overlay opacity", OVERLAY_TRACE, "opacity", 0.0, 1.0, 0.05)
+"""The opacity of the map over the image (`image_overlay`'s OVERLAY_TRACE)."""
 DEFAULT_OPACITY = 0.55
 """Its starting value on the pages."""
 
 
 def view_key(layer: int, raw: bool) -> str:
-    """Key of slider position `layer` (1-based) in one mode, e.g. "layer-3-cum"; also the views' data-view marker."""
+    """Key of slider position `layer` (1-based) in one mode, e.g. "layer-3-cum"; also the views' data-view marker
+    (sent with each view as `marker`: the browser never builds it)."""
     return f"layer-{int(layer)}-{'raw' if raw else 'cum'}"
 
 
@@ -178,44 +180,53 @@ def comparison_views(a: Explanation, b: Explanation, *, sides: str = "shared", s
     return layer_views(layers, draw)
 
 
-def views_payload(views: dict[str, LayerView]) -> dict[str, Any]:
-    """The views as one JSON-ready dict: {"id", "views": {key: {"html", "figures", "summary"}}, "template",
-    "shared"}. Figures are Plotly JSON without their template (one "template" for all); any string of at least
-    `SHARED_MIN_CHARS` characters found in more than one view is replaced by {"$shared": i} into "shared".
-    "id" is a digest of the content, so a viewer can tell a new explanation from a repeated one."""
+def views_payload(views: dict[str, LayerView]) -> Payload:
+    """The views (all of `layer_views`) as the explorer's `Payload`: {"id", "views": {mode: [view per layer]},
+    "template", "shared"}, each view {"html", "figures", "summary", "marker"}. Figures are Plotly JSON without
+    their template (one "template" for all); any string of at least `SHARED_MIN_CHARS` characters found in more
+    than one view is replaced by {"$shared": i} into "shared". "id" is a digest of the content, so a viewer can
+    tell a new explanation from a repeated one."""
+    layers = len(views) // 2
+    expected = {view_key(k, raw) for k in range(1, layers + 1) for raw in (False, True)}
+    if set(views) != expected:
+        raise ValueError(f"views must hold every layer in both modes ({sorted(expected)}), not {sorted(views)}")
     template: Any = None
-    packed: dict[str, Any] = {}
-    for key, view in views.items():
-        figures = []
-        for fig in view.figures:
-            spec = json.loads(fig.to_json())
-            template = spec.get("layout", {}).pop("template", template)
-            figures.append(spec)
-        packed[key] = {"html": view.html, "figures": figures, "summary": view.summary}
+    packed: list[ViewData] = []  # cumulative layers 1..n, then raw layers 1..n
+    for raw in (False, True):
+        for k in range(1, layers + 1):
+            view = views[view_key(k, raw)]
+            figures = []
+            for fig in view.figures:
+                spec = json.loads(fig.to_json())
+                template = spec.get("layout", {}).pop("template", template)
+                figures.append(spec)
+            packed.append({"html": view.html, "figures": figures, "summary": view.summary,
+                           "marker": view_key(k, raw)})
     shared: list[str] = []
     packed = _share_strings(packed, shared)
-    body = {"views": packed, "template": template, "shared": shared}
+    by_mode: ModeViews = {CUMULATIVE: packed[:layers], RAW: packed[layers:]}
+    body = {"views": by_mode, "template": template, "shared": shared}
     digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-    return {"id": digest, **body}
+    return {"id": digest, "views": by_mode, "template": template, "shared": shared}
 
 
-def _share_strings(packed: dict[str, Any], shared: list[str]) -> dict[str, Any]:
+def _share_strings(packed: list[ViewData], shared: list[str]) -> list[ViewData]:
     """Replace long strings occurring in two or more views by references into `shared` (filled here)."""
-    seen: dict[str, set[str]] = {}
+    seen: dict[str, set[int]] = {}
 
-    def collect(value: Any, key: str) -> None:
+    def collect(value: Any, owner: int) -> None:
         if isinstance(value, str) and len(value) >= SHARED_MIN_CHARS:
-            seen.setdefault(value, set()).add(key)
+            seen.setdefault(value, set()).add(owner)
         elif isinstance(value, dict):
             for item in value.values():
-                collect(item, key)
+                collect(item, owner)
         elif isinstance(value, list):
             for item in value:
-                collect(item, key)
+                collect(item, owner)
 
-    for key, view in packed.items():
-        collect(view, key)
-    index = {text: i for i, text in enumerate(t for t, keys in seen.items() if len(keys) > 1)}
+    for owner, view in enumerate(packed):
+        collect(view, owner)
+    index = {text: i for i, text in enumerate(t for t, owners in seen.items() if len(owners) > 1)}
     shared.extend(index)
 
     def replace(value: Any) -> Any:
@@ -227,4 +238,4 @@ def _share_strings(packed: dict[str, Any], shared: list[str]) -> dict[str, Any]:
             return [replace(v) for v in value]
         return value
 
-    return {key: replace(view) for key, view in packed.items()}
+    return [replace(view) for view in packed]

@@ -21,6 +21,7 @@ from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import slider_label
+from rollout_core.figures.explorer_payload import ExplorerData
 from rollout_core.figures.image import DEFAULT_COLORMAP
 
 RAW_LABEL = "Show this layer's own attention instead"
@@ -65,7 +66,7 @@ def _script_json(value: Any) -> str:
 
 def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention: bool = False,
                   figures: bool = True, colormap: str = DEFAULT_COLORMAP,
-                  opacity: float = DEFAULT_OPACITY) -> dict[str, Any]:
+                  opacity: float = DEFAULT_OPACITY) -> ExplorerData:
     """The explorer's `data` for `expl`, starting at layer index `layer` (None: the last layer) in the given
     mode; `figures=False` leaves the Plotly figures out (text: the highlight and summary only)."""
     position = expl.num_layers if layer is None else int(layer) + 1
