@@ -94,8 +94,10 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     spec = _spec(expl.method)
     if raw_attention and spec is not None and spec.layer_view != "raw attention":
         return f"{spec.layer_view} of layer {last}"
-    if raw_attention or (spec is not None and not spec.cumulative):
+    if raw_attention or (spec is not None and spec.name == "attention"):
         return f"raw attention of layer {last}, {fusion}"
+    if spec is not None and not spec.cumulative:  # one map of the whole model (AttnLRP): no layer range to name
+        return f"{spec.phrase} for class {expl.target}" if spec.class_specific else spec.phrase
     count = last - start
     through = f"through {count} layer{'s' if count != 1 else ''}" + (f" (layers {start + 1}-{last})" if start else "")
     name = expl.method if spec is None else spec.phrase

@@ -233,3 +233,14 @@ def test_cli_method_attnlrp(capsys, tiny_model_dir):
     status, _, err = _main(capsys, "text", "the cat sat", "--model", str(tiny_model_dir("gpt2")),
                            "--method", "attnlrp")
     assert status == 2 and err.count("\n") == 1 and "AttnLRP is available for BERT-like" in err
+
+
+def test_attnlrp_is_worded_as_one_map_not_raw_attention(tiny_handle):
+    from rollout_core.figures._common import slider_label
+    from rollout_core.summary import summarize
+
+    e = explain_text(tiny_handle("bert"), "the food was cold", method="attnlrp")
+    text = summarize(e)
+    assert "AttnLRP" in text and "raw attention" not in text
+    assert slider_label("attnlrp") == "Layer"  # not "cumulative rollout": it has one map, not per-layer results
+    assert slider_label("rollout", "alti").startswith("Layer (cumulative")

@@ -47,8 +47,11 @@ def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool 
 
 
 def is_cumulative(method: str) -> bool:
-    """Whether a method's layer-k view accumulates layers 1..k (raw attention shows layer k alone)."""
-    return method != "attention"
+    """Whether a method's layer-k view accumulates layers 1..k (its registry spec says; raw attention shows layer
+    k alone, AttnLRP one map of the whole model); names outside the registry (attribution baselines) do not."""
+    from rollout_core import methods
+
+    return method in methods.names() and methods.get(method).cumulative
 
 
 def slider_label(*methods: str) -> str:

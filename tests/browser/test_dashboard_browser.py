@@ -71,7 +71,9 @@ def _shot(tab: Any, name: str) -> None:
 
 def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: Any) -> None:
     model = _model("default-text", "minilm")
-    page.goto(f"{app_url}/text?model={model}", timeout=LOAD)
+    # rollout named in the link: the titles checked below are raw attention's (a measured default such as ALTI
+    # shows its own per-layer contributions)
+    page.goto(f"{app_url}/text?model={model}&method=rollout", timeout=LOAD)
     page.wait_for_selector(".token-highlight", timeout=LOAD)
     _explain_text(page, MARKUP)
     page.wait_for_function("() => document.querySelector('.token-highlight')?.innerText.includes('alert')",
@@ -92,7 +94,9 @@ def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: An
 
 def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
     model = _model("default-text", "minilm")
-    page.goto(f"{app_url}/text?model={model}", timeout=LOAD)
+    # rollout named in the link: the titles checked below are raw attention's (a measured default such as ALTI
+    # shows its own per-layer contributions)
+    page.goto(f"{app_url}/text?model={model}&method=rollout", timeout=LOAD)
     page.wait_for_selector(".token-highlight", timeout=LOAD)
     _idle(page)
     times = time_slider_moves(page, MOVES, timeout_ms=STEP)
