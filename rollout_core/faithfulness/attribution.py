@@ -17,9 +17,12 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from rollout_core.budget import checkpoint
 from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
 
 IG_STEPS = 32
+IG_CHUNKS = 4
+"""The steps run in this many forward passes, with a stop checkpoint before each."""
 
 
 def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
@@ -41,11 +44,16 @@ def integrated_gradients(
     """
     from captum.attr import IntegratedGradients
 
+    def forward(inputs: torch.Tensor) -> torch.Tensor:
+        checkpoint()  # a stopped page session stops its integrated gradients here (rollout_core.budget)
+        return prepared.forward(inputs)
+
     x = prepared.x.detach().clone().requires_grad_(True)
+    chunk = min(MAX_BATCH, max(1, -(-int(steps) // IG_CHUNKS)))
     with torch.enable_grad():
-        attr, delta = IntegratedGradients(prepared.forward).attribute(
+        attr, delta = IntegratedGradients(forward).attribute(
             x, baselines=prepared.baseline.detach(), target=int(target), n_steps=int(steps),
-            internal_batch_size=MAX_BATCH, return_convergence_delta=True)
+            internal_batch_size=chunk, return_convergence_delta=True)
     scores = prepared.to_positions(attr[0].detach())
     return (scores, float(delta.detach().abs().max())) if return_delta else scores
 

@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from rollout_core import methods as method_registry
+from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
@@ -135,6 +136,7 @@ def evaluate_dataset(
     if progress is not None:
         progress(0, len(items))
     for index, item in enumerate(items):
+        checkpoint()  # between examples: a stopped session stops the evaluation here (rollout_core.budget)
         result = _evaluate_item(handle, item, methods, seeds, options, index, agreement)
         for row in result.rows:
             rows.append({"example": index, "label": item.label, "predicted": result.predicted,
