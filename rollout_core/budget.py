@@ -13,6 +13,7 @@ Settings: env `ROLLOUT_MAX_COMPUTE_SECONDS` (default 60) and `ROLLOUT_MAX_HEAVY_
 from __future__ import annotations
 
 import threading
+import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
@@ -98,31 +99,80 @@ def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, e
     return check(method, len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids), layers)
 
 
-_SLOTS_LOCK = threading.Lock()
-_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+class _HeavyQueue:
+    """`size` slots handed out first come, first served; waiters know how many are queued before them."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.running, self.waiting = size, 0, []
+        self.changed = threading.Condition()
+
+    def acquire(self, wait: float, on_wait: Callable[[int], None] | None) -> None:
+        ticket, deadline, shown = object(), time.monotonic() + wait, None
+        with self.changed:
+            if self.running < self.size and not self.waiting:
+                self.running += 1
+                return
+            self.waiting.append(ticket)
+        try:
+            while True:
+                with self.changed:
+                    ahead = self.waiting.index(ticket)
+                    if ahead == 0 and self.running < self.size:
+                        self.waiting.pop(0)
+                        self.running += 1
+                        self.changed.notify_all()
+                        return
+                if ahead != shown and on_wait is not None:
+                    on_wait(ahead)  # outside the lock: the callback may take its time
+                    shown = ahead
+                with self.changed:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        raise BudgetError(f"the server is busy with {self.size} long computations; try again in a "
+                                          "minute or choose a cheaper method (rollout)")
+                    if self.waiting.index(ticket) == ahead and not (ahead == 0 and self.running < self.size):
+                        self.changed.wait(remaining)
+        except BaseException:
+            with self.changed:
+                if ticket in self.waiting:
+                    self.waiting.remove(ticket)
+                self.changed.notify_all()
+            raise
+
+    def release(self) -> None:
+        with self.changed:
+            self.running -= 1
+            self.changed.notify_all()
 
 
-def _slots() -> threading.BoundedSemaphore:
+_QUEUES_LOCK = threading.Lock()
+_QUEUES: dict[int, _HeavyQueue] = {}
+
+
+def _queue() -> _HeavyQueue:
     size = max_heavy_jobs()
-    with _SLOTS_LOCK:
-        return _SLOTS.setdefault(size, threading.BoundedSemaphore(size))
+    with _QUEUES_LOCK:
+        return _QUEUES.setdefault(size, _HeavyQueue(size))
+
+
+def place_in_words(ahead: int) -> str:
+    """A waiter's place in the heavy-job queue: "you are next", "1 job ahead of you", "3 jobs ahead of you"."""
+    if ahead == 0:
+        return "you are next in the queue"
+    return f"{ahead} job{'s' if ahead != 1 else ''} ahead of you in the queue"
 
 
 @contextmanager
-def heavy_slot(wait: float = 30.0, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
-    """Hold one of the server's `max_heavy_jobs()` slots for the block. When none is free, call `on_wait` (to
-    say so), wait up to `wait` seconds, then raise `BudgetError`."""
-    slots = _slots()
-    if not slots.acquire(blocking=False):
-        if on_wait is not None:
-            on_wait()
-        if not slots.acquire(timeout=wait):
-            raise BudgetError(f"the server is busy with {max_heavy_jobs()} long computations; try again in a minute "
-                              "or choose a cheaper method (rollout)")
+def heavy_slot(wait: float = 30.0, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
+    """Hold one of the server's `max_heavy_jobs()` slots for the block, first come, first served. While none is
+    free, call `on_wait(ahead)` each time the number of jobs queued before this one changes (to say so); after
+    `wait` seconds raise `BudgetError`."""
+    queue = _queue()
+    queue.acquire(wait, on_wait)
     try:
         yield
     finally:
-        slots.release()
+        queue.release()
 
 
 _STOP = threading.local()

@@ -3,6 +3,7 @@ ROLLOUT_MAX_HEAVY_JOBS heavy computations at once; a flow stops at its next chec
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -69,12 +70,68 @@ def test_at_most_k_heavy_jobs_at_once(monkeypatch: pytest.MonkeyPatch):
     inside.wait(5)
     waited: list[bool] = []
     with pytest.raises(BudgetError, match="busy"):
-        with budget.heavy_slot(wait=0.1, on_wait=lambda: waited.append(True)):
+        with budget.heavy_slot(wait=0.1, on_wait=lambda ahead: waited.append(True)):
             pass
     assert waited == [True]
     release.set()
     holder.join()
     with budget.heavy_slot(wait=0.1):  # free again
+        pass
+
+
+def test_waiting_jobs_are_told_their_place_and_served_in_order(monkeypatch: pytest.MonkeyPatch):
+    """One slot, held; three waiters queue up one after another. Each is told how many are queued before it
+    (0, 1, 2), then, as the slot passes down the line, its place moves up; they run in arrival order."""
+    monkeypatch.setenv("ROLLOUT_MAX_HEAVY_JOBS", "1")
+    monkeypatch.setattr(budget, "_QUEUES", {})
+    release = {name: threading.Event() for name in ("holder", "a", "b", "c")}
+    inside = {name: threading.Event() for name in release}
+    places: dict[str, list[int]] = {name: [] for name in release}
+    told = {name: threading.Event() for name in release}
+    order: list[str] = []
+
+    def job(name: str) -> None:
+        def on_wait(ahead: int) -> None:
+            places[name].append(ahead)
+            told[name].set()
+
+        with budget.heavy_slot(wait=10, on_wait=on_wait):
+            order.append(name)
+            inside[name].set()
+            release[name].wait(10)
+
+    threads = {name: threading.Thread(target=job, args=(name,)) for name in release}
+    threads["holder"].start()
+    assert inside["holder"].wait(5)
+    for name in ("a", "b", "c"):  # queue up one by one, so the arrival order is known
+        threads[name].start()
+        assert told[name].wait(5)
+    assert (places["a"], places["b"], places["c"]) == ([0], [1], [2])
+    expected = {"a": ([0], [1, 0], [2, 1]), "b": ([0], [1, 0], [2, 1, 0]), "c": ([0], [1, 0], [2, 1, 0])}
+    for before, name in (("holder", "a"), ("a", "b"), ("b", "c")):  # the slot passes down the line
+        release[before].set()
+        assert inside[name].wait(5)
+        deadline = time.monotonic() + 5
+        while (places["a"], places["b"], places["c"]) != expected[name] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (places["a"], places["b"], places["c"]) == expected[name]
+    release["c"].set()
+    for thread in threads.values():
+        thread.join(5)
+    assert order == ["holder", "a", "b", "c"]
+    assert places["holder"] == []  # a free slot: no wait, no message
+    assert [budget.place_in_words(n) for n in (0, 1, 2)] == \
+        ["you are next in the queue", "1 job ahead of you in the queue", "2 jobs ahead of you in the queue"]
+
+
+def test_a_waiter_that_gives_up_leaves_the_queue(monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("ROLLOUT_MAX_HEAVY_JOBS", "1")
+    monkeypatch.setattr(budget, "_QUEUES", {})
+    with budget.heavy_slot():
+        with pytest.raises(BudgetError, match="busy with 1 long"):
+            with budget.heavy_slot(wait=0.05):
+                pass
+    with budget.heavy_slot(wait=0.05):  # nobody left waiting ahead: served at once
         pass
 
 

@@ -146,5 +146,5 @@ def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same
     seen: list[int] = []
     with_progress = attribution.integrated_gradients(prepared, 1, steps=20, progress=seen.append)
     plain = attribution.integrated_gradients(prepared, 1, steps=20)
-    assert seen[:3] == [8, 16, 20] and seen[-1] == 20  # 20 steps in passes of 8
+    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in IG_CHUNKS = 4 passes of 5
     assert torch.allclose(with_progress, plain, atol=1e-6)

@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 from streamlit.testing.v1 import AppTest
 
-from app_pages._lib.safe import safe_text
+from app_pages._lib.safe import ZERO_WIDTH, safe_text
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 HOSTILE = ("[Session expired - click to re-login](http://evil.example/login) "
@@ -45,7 +45,7 @@ def test_safe_text_escapes_links_images_maths_and_autolinks() -> None:
     out = safe_text(HOSTILE + "\n# heading")
     assert_inert(out)
     # the visible characters are all kept: removing the escapes gives back the text (newline -> space)
-    assert re.sub(r"\\(.)", r"\1", out) == (HOSTILE + " # heading")
+    assert re.sub(r"\\(.)", r"\1", out.replace(ZERO_WIDTH, "")) == (HOSTILE + " # heading")
     assert safe_text("ROLLOUT_ALLOWED_MODEL_ROOTS is set") == "ROLLOUT_ALLOWED_MODEL_ROOTS is set"
     assert safe_text("# big").startswith("\\#")
 

@@ -53,8 +53,9 @@ def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> A
 
     def heavy() -> Any:
         note = st.empty()
-        with budget.heavy_slot(on_wait=lambda: note.info("Waiting for a free slot: the server is running its "
-                                                         "maximum of long computations.")):
+        with budget.heavy_slot(on_wait=lambda ahead: note.info("Waiting for a free slot: the server is running its "
+                                                               f"maximum of long computations; "
+                                                               f"{budget.place_in_words(ahead)}.")):
             note.empty()
             with budget.cancellable(_session_gone()):
                 return compute()

@@ -19,11 +19,12 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
+from rollout_core.budget import checkpoint
 from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
 
 IG_STEPS = 32
-PROGRESS_BATCH = 8
-"""Integration steps per forward pass when progress is reported (so a long integration reports 4 times)."""
+IG_CHUNKS = 4
+"""The steps run in this many forward passes, with a stop checkpoint (and a progress report) at each."""
 
 
 def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
@@ -43,25 +44,26 @@ def integrated_gradients(
     """(n,) integrated gradients of the target logit from the removal baseline, summed per position.
 
     With `return_delta`, also captum's completeness gap sum(attributions) - (f(x) - f(baseline)).
-    With `progress`, the steps run PROGRESS_BATCH at a time and progress(steps done) follows each pass.
+    The steps run in IG_CHUNKS passes; a stop checkpoint precedes each and progress(steps done) follows it.
     """
     from captum.attr import IntegratedGradients
 
-    forward, batch, done = prepared.forward, MAX_BATCH, [0]
-    if progress is not None:
-        batch = PROGRESS_BATCH
+    done = [0]
 
-        def forward(inputs: torch.Tensor, *args: Any) -> torch.Tensor:
-            out = prepared.forward(inputs, *args)
-            done[0] += int(inputs.shape[0])
+    def forward(inputs: torch.Tensor, *args: Any) -> torch.Tensor:
+        checkpoint()  # a stopped page session stops its integrated gradients here (rollout_core.budget)
+        out = prepared.forward(inputs, *args)
+        done[0] += int(inputs.shape[0])
+        if progress is not None:
             progress(min(done[0], int(steps)))  # captum's completeness check adds two rows at the end
-            return out
+        return out
 
     x = prepared.x.detach().clone().requires_grad_(True)
+    chunk = min(MAX_BATCH, max(1, -(-int(steps) // IG_CHUNKS)))
     with torch.enable_grad():
         attr, delta = IntegratedGradients(forward).attribute(
             x, baselines=prepared.baseline.detach(), target=int(target), n_steps=int(steps),
-            internal_batch_size=batch, return_convergence_delta=True)
+            internal_batch_size=chunk, return_convergence_delta=True)
     scores = prepared.to_positions(attr[0].detach())
     return (scores, float(delta.detach().abs().max())) if return_delta else scores
 

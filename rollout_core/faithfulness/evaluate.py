@@ -24,6 +24,7 @@ import pandas as pd
 import torch
 
 from rollout_core import methods as method_registry
+from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
@@ -155,6 +156,7 @@ def evaluate_dataset(
         if progress is not None:
             progress(0, len(items))
         for index, item in enumerate(items):
+            checkpoint()  # between examples: a stopped session stops the evaluation here (rollout_core.budget)
             rows.extend(item_rows(handle, index, item, methods, seeds, options, agreement))
             if progress is not None:
                 progress(index + 1, len(items))

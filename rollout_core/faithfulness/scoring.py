@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 import torch
 
+from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_token_id
 from rollout_core.models import families
@@ -57,6 +58,7 @@ class PreparedInput:
         out = []
         with torch.no_grad():
             for start in range(0, keep.shape[0], MAX_BATCH):
+                checkpoint()  # between batches of perturbation curves: a stopped session stops here
                 logits = self.forward(self.perturbed(keep[start : start + MAX_BATCH]))
                 out.append(torch.softmax(logits.float(), dim=-1))
         return torch.cat(out)
