@@ -125,7 +125,9 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     from PIL import Image
 
     model = _model("default-image", "dinov2-small")
-    page.goto(f"{app_url}/image?model={model}", timeout=LOAD)
+    # rollout named in the link: the slider checked below is the cumulative one (the measured default, AttnLRP,
+    # is one map of the whole model with a plain "Layer" slider)
+    page.goto(f"{app_url}/image?model={model}&method=rollout", timeout=LOAD)
     page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
     picture = tmp_path / "upload.png"
     Image.new("RGB", (90, 60), (20, 120, 220)).save(picture)

@@ -58,7 +58,7 @@ def _move(tab: Any, key: str, view: str) -> None:
 
 def test_image_overlay_png_is_the_layer_on_screen(app_url: str, page: Any) -> None:
     model = _model("default-image")
-    page.goto(f"{app_url}/image?model={model}&example=shapes-triangle", timeout=LOAD)
+    page.goto(f"{app_url}/image?model={model}&example=shapes-triangle&method=rollout", timeout=LOAD)
     page.wait_for_selector(".image-view", state="attached", timeout=LOAD)
     _idle(page)
     name, last = _download(page, "Overlay (PNG)")
