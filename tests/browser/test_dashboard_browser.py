@@ -172,7 +172,9 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     page.wait_for_function("() => location.search.includes('cmap=viridis')", timeout=LOAD)
     _idle(page)
     overlay_scale = ("() => JSON.stringify([...document.querySelectorAll('.lx-figures .js-plotly-plot')][0]"
-                     ".data.find(t => t.name === 'patches').colorscale)")
+                     "?.data?.find(t => t.name === 'patches')?.colorscale ?? null)")
+    # the rerun is over but the new figure may still be on its way into the page: wait for it
+    page.wait_for_function(f"() => ({overlay_scale})()?.includes('#440154')", timeout=STEP)
     viridis = page.evaluate(overlay_scale)
     opacity.press("ArrowRight")
     page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.45", timeout=STEP)
