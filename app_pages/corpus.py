@@ -12,7 +12,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_picker
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
-from rollout_core.corpus.engine import explain_rows, read_results
+from rollout_core.corpus.engine import explain_in_batches, read_results
 from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
@@ -45,15 +45,18 @@ def _uploaded(n: int) -> pd.DataFrame | None:
 
 def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataFrame, method: str) -> pd.DataFrame:
     model = core.load(model_name, allow_pickle)
-    bar, start, parts = st.progress(0.0, text="starting"), time.monotonic(), []
-    for first in range(0, len(corpus), BATCH):
-        parts.append(explain_rows(model, corpus.iloc[first:first + BATCH], method, BATCH).to_pandas())
-        done = min(first + BATCH, len(corpus))
+    bar, start, done = st.progress(0.0, text="starting"), time.monotonic(), 0
+
+    def advance(rows: int) -> None:
+        nonlocal done
+        done += rows
         rate = done / max(time.monotonic() - start, 1e-9)
         bar.progress(done / len(corpus), text=f"{done}/{len(corpus)} texts · {rate:.1f}/s · "
                                               f"{(len(corpus) - done) / rate:.0f} s left")
+
+    table = explain_in_batches(model, corpus, method, BATCH, progress=advance)
     bar.empty()
-    return pd.concat(parts, ignore_index=True)
+    return table.to_pandas()
 
 
 st.title("Corpus")

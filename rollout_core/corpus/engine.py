@@ -103,15 +103,28 @@ def check_manifest(out: Path, facts: dict[str, Any]) -> None:
     path.write_text(json.dumps(facts), encoding="utf-8")
 
 
-Progress = Callable[[int, int], None]  # (rows done, rows to do) after every batch
+Progress = Callable[[int], None]  # called with the number of rows just explained, after every batch
+
+
+def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K,
+                       progress: Progress | None = None) -> pa.Table:
+    """`explain_rows` over `rows` in batches of `batch_size`, calling `progress` after each batch."""
+    tables = []
+    for first in range(0, len(rows), batch_size):
+        batch = rows.iloc[first:first + batch_size]
+        tables.append(explain_rows(model, batch, method, batch_size, top_k))
+        if progress is not None:
+            progress(len(batch))
+    return pa.concat_tables(tables)
 
 
 def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
               batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K,
-              progress: Progress | None = None) -> Path:
+              progress: Callable[[int, int], None] | None = None) -> Path:
     """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
 
-    `progress` is called after every batch; without it a progress bar with rate and time left goes to stderr.
+    `progress(done, to_do)` is called after every batch; without it a progress bar with rate and time left goes
+    to stderr.
     """
     if batch_size < 1 or chunk_rows < 1:
         raise InputError("batch_size and chunk_rows must be >= 1")
@@ -124,19 +137,19 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
     index = len(list(out.glob("chunk-*.parquet")))
     bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
     done = 0
+
+    def advance(rows: int) -> None:
+        nonlocal done
+        done += rows
+        if bar is not None:
+            bar.update(rows)
+        else:
+            progress(done, len(todo))
+
     try:
         for first in range(0, len(todo), chunk_rows):
             part = todo.iloc[first:first + chunk_rows]
-            tables = []
-            for b in range(0, len(part), batch_size):
-                batch = part.iloc[b:b + batch_size]
-                tables.append(explain_rows(model, batch, method, batch_size, top_k))
-                done += len(batch)
-                if bar is not None:
-                    bar.update(len(batch))
-                else:
-                    progress(done, len(todo))
-            _write_chunk(pa.concat_tables(tables), out, index)
+            _write_chunk(explain_in_batches(model, part, method, batch_size, top_k, advance), out, index)
             index += 1
     finally:
         if bar is not None:
