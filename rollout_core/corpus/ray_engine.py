@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pandas as pd
+import pyarrow as pa
 
 from rollout_core.errors import InputError
 
@@ -23,10 +24,10 @@ class _Explainer:
         torch.set_num_threads(1)
         self.model, self.method, self.batch_size, self.top_k = load_model(model_name), method, batch_size, top_k
 
-    def __call__(self, batch: pd.DataFrame) -> pd.DataFrame:
+    def __call__(self, batch: pd.DataFrame) -> pa.Table:
         from rollout_core.corpus.engine import explain_rows
 
-        return explain_rows(self.model, batch, self.method, self.batch_size, self.top_k).to_pandas()
+        return explain_rows(self.model, batch, self.method, self.batch_size, self.top_k)  # Arrow: lists stay typed
 
 
 def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
@@ -39,11 +40,15 @@ def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, metho
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)
     out = Path(out_dir)
-    dataset = ray.data.from_pandas(corpus.reset_index(drop=True)).repartition(workers)
+    # blocks cut here, not by `repartition`: that is a task of its own, which waits for a CPU the actors hold
+    frame = corpus.reset_index(drop=True)
+    step = max(batch_size, -(-len(frame) // max(workers, 1)))
+    dataset = ray.data.from_pandas([frame.iloc[i:i + step] for i in range(0, len(frame), step)] or [frame])
     dataset = dataset.map_batches(_Explainer, fn_constructor_args=(str(model_name), method, batch_size, top_k),
                                   batch_size=batch_size, batch_format="pandas",
                                   compute=ray.data.ActorPoolStrategy(size=workers), num_cpus=1)
-    dataset.write_parquet(str(out))
+    # the actors hold one CPU each; the write tasks must not wait for a CPU the actors never give back
+    dataset.write_parquet(str(out), ray_remote_args={"num_cpus": 0})
     return out
 
 
@@ -52,7 +57,6 @@ def read_ray_results(out_dir: str | Path) -> pd.DataFrame:
     files = sorted(Path(out_dir).glob("*.parquet"))
     if not files:
         raise InputError(f"{out_dir} holds no Parquet files")
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rollout_core.corpus.engine import SCHEMA
