@@ -10,7 +10,6 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
-from rollout_core.figures import slider_label
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
@@ -74,7 +73,7 @@ def layer_view(a: object, b: object) -> None:
         shared = shared_scale_toggle()
     controls = {OVERLAY_OPACITY: DEFAULT_OPACITY} if a.kind == "image" else None
     layer_explorer(comparison_payload(a, b, sides, shared), layers, controls=controls,
-                   label=slider_label(a.method, b.method))
+                   methods=(a.method, b.method))
     sync_url()
 
 
