@@ -10,8 +10,8 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
-from rollout_core.figures import slider_label
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
+from rollout_core.models import measured
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
 
@@ -25,7 +25,7 @@ mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_
 with st.sidebar:
     st.header("Left (A)")
     name_a, pickle_a = model_picker(modality, key="model")
-    method_a, target_a = method_settings()
+    method_a, target_a = method_settings(model=name_a)  # starts on the model's measured default
     st.header("Right (B)")
     if mode == "models":
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
@@ -33,8 +33,9 @@ with st.sidebar:
     else:
         name_b, pickle_b = name_a, pickle_a
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
-            st.session_state["b_method"] = "attention"
-        method_b, target_b = method_settings(key="b_")
+            # B starts on another method: plain rollout against the measured default (raw attention if that is it)
+            st.session_state["b_method"] = "rollout" if measured.default_method(name_a) != "rollout" else "attention"
+        method_b, target_b = method_settings(key="b_", model=name_b)
 
 if modality == "text":
     source = text_input()
@@ -74,7 +75,7 @@ def layer_view(a: object, b: object) -> None:
         shared = shared_scale_toggle()
     controls = {OVERLAY_OPACITY: DEFAULT_OPACITY} if a.kind == "image" else None
     layer_explorer(comparison_payload(a, b, sides, shared), layers, controls=controls,
-                   label=slider_label(a.method, b.method))
+                   methods=(a.method, b.method))
     sync_url()
 
 

@@ -39,7 +39,7 @@ def layer_view(exp: object, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
     the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
     layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
-                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY}, label=figures.slider_label(exp.method))
+                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY}, methods=(exp.method,))
     index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
     st.subheader("Downloads")
     views.downloads(exp, {

@@ -47,7 +47,7 @@ def layer_view(exp: object, specials: str) -> None:
     """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
     per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
     layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
-                                label=figures.slider_label(exp.method))
+                                methods=(exp.method,))
     index = views.layer_index(layer)
     st.caption("Downloads of the layer on screen:")
     views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},

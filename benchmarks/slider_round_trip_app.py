@@ -18,7 +18,7 @@ LABEL = "Layer (cumulative rollout up to this layer)"
 
 @st.cache_resource
 def explanation(text: str):
-    return explain.explain_text(load_model("default-text"), text)
+    return explain.explain_text(load_model("default-text"), text, method="rollout")  # LABEL is rollout's
 
 
 exp = explanation(TEXT)

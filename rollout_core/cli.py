@@ -50,7 +50,8 @@ def build_parser() -> argparse.ArgumentParser:
     image.add_argument("given", nargs="?", metavar="IMAGE", help="image file")
     image.add_argument("--image", help="the same as IMAGE")
     for p in (text, image):
-        p.add_argument("--method", choices=methods.names(), default="rollout")
+        p.add_argument("--method", choices=methods.names(), default=None,
+                       help="default: the model's measured best method (rollout for a model without measured figures)")
         p.add_argument("--target", help="class label or index; causal LMs: token position (default: predicted / last)")
         p.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean")
         p.add_argument("--residual-weight", type=float, default=1.0)
@@ -226,7 +227,9 @@ def _bar(value: float, top: float) -> str:
 
 
 def _header(e: Any) -> list[str]:
-    lines = [f"model: {e.model_name}   method: {e.method}   explained: {e.target_description}"]
+    default = e.settings.get("method_default")
+    method = e.method + (f" ({default})" if default else "")
+    lines = [f"model: {e.model_name}   method: {method}   explained: {e.target_description}"]
     from rollout_core.methods.flow import describe
 
     if describe(e.settings):

@@ -53,7 +53,7 @@ def explain_text(
     model: ModelArg,
     text: str,
     *,
-    method: str = "rollout",
+    method: str | None = None,
     target: str | int | None = None,
     head_fusion: str = "mean",
     residual_weight: float = 1.0,
@@ -67,6 +67,8 @@ def explain_text(
     full_matrix: bool = False,
 ) -> Explanation:
     """Explain one text. `model`: registry name, folder, hub id or a handle (None: default-text).
+    `method` None: the model's measured default (`models.measured.default_method`; rollout without one), named in
+    `settings["method_default"]`.
 
     `target`: the class label or index (classifiers, zero-shot labels; default: predicted), or the
     position whose next-token prediction is explained (causal LMs; default: the last real token), or the
@@ -84,7 +86,7 @@ def explain_texts(
     model: ModelArg,
     texts: Sequence[str],
     *,
-    method: str = "rollout",
+    method: str | None = None,
     target: str | int | Sequence[str | int | None] | None = None,
     head_fusion: str = "mean",
     residual_weight: float = 1.0,
@@ -106,6 +108,7 @@ def explain_texts(
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
         raise InputError("texts must be a non-empty list of strings")
     targets = _per_item_targets(target, len(texts))
+    method, note = _default_method(handle, method, capture)
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
                     keep_heads, capture, full_matrix)
     head = text_head(handle, labels)
@@ -113,7 +116,7 @@ def explain_texts(
                              max_length)
     encoded = [encode_text(handle.processor, normalise_text(t), limit) for t in texts]
     if handle.task == "seq2seq":
-        return [explain_seq2seq(handle, e, opts, t, limit) for e, t in zip(encoded, targets)]
+        return _noted([explain_seq2seq(handle, e, opts, t, limit) for e, t in zip(encoded, targets)], note)
     out: list[Explanation] = []
     for start in range(0, len(encoded), max(1, int(batch_size))):
         chunk = encoded[start : start + batch_size]
@@ -122,14 +125,14 @@ def explain_texts(
         result = explain_batch(handle, inputs, real, None, head, targets[start : start + batch_size], opts)
         for b, enc in enumerate(chunk):
             out.append(text_explanation(handle, enc, result, b, opts, limit, labels))
-    return out
+    return _noted(out, note)
 
 
 def explain_image(
     model: ModelArg,
     image: Any,
     *,
-    method: str = "rollout",
+    method: str | None = None,
     target: str | int | None = None,
     head_fusion: str = "mean",
     residual_weight: float = 1.0,
@@ -140,11 +143,13 @@ def explain_image(
     capture: str = "auto",
     full_matrix: bool = False,
 ) -> Explanation:
-    """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image.
+    """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image; `method`
+    None: the model's measured default, as in `explain_text`.
     `full_matrix`: also compute flow's whole n x n matrix (n² max flows; slow on images)."""
     from rollout_core.inputs.images import load_image
 
     handle = _handle(model, "image")
+    method, note = _default_method(handle, method, capture)
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
                     keep_heads, capture, full_matrix)
     picture = load_image(image)
@@ -165,7 +170,8 @@ def explain_image(
             f"the model saw {result.n} tokens, but its family layout predicts {layout.num_tokens} "
             f"({len(layout.prefix_names)} special + {layout.grid[0]}x{layout.grid[1]} patches)"
         )
-    return image_explanation(handle, layout, pixels[0], (picture.height, picture.width), result, opts)
+    return _noted([image_explanation(handle, layout, pixels[0], (picture.height, picture.width), result, opts)],
+                  note)[0]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -187,6 +193,31 @@ def _handle(model: ModelArg, modality: str) -> ModelHandle:
             f"use explain_{handle.modality} (or choose a {modality} model)"
         )
     return handle
+
+
+def _default_method(handle: ModelHandle, method: str | None, capture_mode: str) -> tuple[str, str | None]:
+    """The method to run and, when the caller named none, a note saying why it is that one: the measured best
+    of this registry model (models/measured/<name>.json), else rollout."""
+    from rollout_core.models import measured
+
+    if method is not None:
+        return method, None
+    if measured.figures(handle.name) is None:
+        return measured.FALLBACK, f"the default: {handle.name} has no measured figures"
+    chosen = measured.default_method(handle.name)
+    spec = methods.get(chosen)
+    if (capture_mode == "lowmem" and not spec.can_stream) or (handle.task == "seq2seq" and not spec.seq2seq):
+        return measured.FALLBACK, (f"the default: the measured default {chosen} cannot run with this capture "
+                                   "or model")
+    return chosen, f"the measured default of {handle.name}: best pointing game, then deletion AUC"
+
+
+def _noted(explanations: list[Explanation], note: str | None) -> list[Explanation]:
+    """Name the default method in each explanation's settings when the caller named none."""
+    if note is not None:
+        for e in explanations:
+            e.settings["method_default"] = note
+    return explanations
 
 
 def _options(

@@ -92,9 +92,9 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     heads = s.get("model_heads")
     fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
     spec = _spec(expl.method)
-    if raw_attention and spec is not None and spec.layer_view != "raw attention":
-        return f"{spec.layer_view} of layer {last}"
-    if raw_attention or (spec is not None and spec.name == "attention"):
+    if raw_attention or (spec is not None and spec.single_layer):
+        if spec is not None and spec.layer_view != "raw attention":
+            return f"{spec.layer_view} of layer {last}"
         return f"raw attention of layer {last}, {fusion}"
     if spec is not None and not spec.cumulative:  # one map of the whole model (AttnLRP): no layer range to name
         return f"{spec.phrase} for class {expl.target}" if spec.class_specific else spec.phrase

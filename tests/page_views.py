@@ -7,12 +7,26 @@ what a user sees first (the interaction itself is tested in tests/browser).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import streamlit as st
 from payload_contract import contract_errors
+from streamlit.testing.v1 import AppTest
+
 from rollout_core.figures.explorer_payload import ExplorerData, mode
 
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
 EXPLORER = "rollout_layer_explorer"
+
+
+def page(path: str, **query: str) -> AppTest:
+    """The app's page `path` run once with `query` as its URL parameters (cached models cleared first)."""
+    st.cache_resource.clear()
+    at = AppTest.from_file(APP, default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    return at.switch_page(path).run()
 
 
 def explorers(at: Any) -> list[dict[str, Any]]:

@@ -97,7 +97,7 @@ def test_explained_rows_are_the_heads_pooling(tiny_handle):
         handle = tiny_handle(kind)
         _, atts = _direct(handle, "the cat sat on the mat")
         expected = row(attention_rollout(atts)[0].double()).numpy()
-        e = explain_text(handle, "the cat sat on the mat")
+        e = explain_text(handle, "the cat sat on the mat", method="rollout")
         assert np.allclose(e.scores, expected, atol=1e-6), kind
 
 
@@ -109,7 +109,7 @@ def test_image_rows_deit_and_beit(tiny_handle):
         pixels = handle.processor(images=Image.fromarray(picture), return_tensors="pt")["pixel_values"]
         with torch.no_grad():
             atts = handle.model(pixel_values=pixels, output_attentions=True).attentions
-        e = explain_image(handle, picture)
+        e = explain_image(handle, picture, method="rollout")
         assert np.allclose(e.scores, row(attention_rollout(atts)[0].double()).numpy(), atol=1e-6), kind
 
 
@@ -166,8 +166,8 @@ def test_gradient_changes_with_target_and_rollout_does_not(tiny_handle):
     pos = explain_text(handle, SENTENCE, method="gradient", target=2)
     assert neg.target == "NEGATIVE" and pos.target == "POSITIVE"
     assert not np.allclose(neg.scores, pos.scores, atol=1e-7)
-    r_neg = explain_text(handle, SENTENCE, target="NEGATIVE")
-    r_pos = explain_text(handle, SENTENCE, target="POSITIVE")
+    r_neg = explain_text(handle, SENTENCE, method="rollout", target="NEGATIVE")
+    r_pos = explain_text(handle, SENTENCE, method="rollout", target="POSITIVE")
     assert np.allclose(r_neg.scores, r_pos.scores)
     with pytest.raises(InputError, match="unknown target"):
         explain_text(handle, SENTENCE, target="CHEERFUL")
@@ -254,13 +254,13 @@ def test_layer_range(tiny_handle):
 
 def test_lowmem_capture_matches_full(tiny_handle, monkeypatch):
     handle = tiny_handle("bert")
-    full = explain_text(handle, SENTENCE, capture="full")
-    low = explain_text(handle, SENTENCE, capture="lowmem")
+    full = explain_text(handle, SENTENCE, method="rollout", capture="full")
+    low = explain_text(handle, SENTENCE, method="rollout", capture="lowmem")
     assert low.settings["capture"] == "lowmem" and full.settings["capture"] == "full"
     assert np.allclose(full.scores, low.scores, atol=1e-5)
     assert np.allclose(full.layer_scores, low.layer_scores, atol=1e-5)
     monkeypatch.setenv("ROLLOUT_MEMORY_BUDGET_MB", "0.0001")
-    assert explain_text(handle, SENTENCE).settings["capture"] == "lowmem"
+    assert explain_text(handle, SENTENCE, method="rollout").settings["capture"] == "lowmem"
 
 
 
@@ -296,8 +296,8 @@ def test_settings_hold_every_option_as_it_ran(tiny_handle):
     from rollout_core.options import Options
 
     handle = tiny_handle("bert")
-    e = explain_text(handle, SENTENCE, head_fusion="max", residual_weight=0.5, discard_ratio=0.25, start_layer=-2,
-                     keep_heads=True)
+    e = explain_text(handle, SENTENCE, method="rollout", head_fusion="max", residual_weight=0.5, discard_ratio=0.25,
+                     start_layer=-2, keep_heads=True)
     layers = handle.num_layers
     expected = {"method": "rollout", "head_fusion": "max", "residual_weight": 0.5, "discard_ratio": 0.25,
                 "start_layer": layers - 2, "end_layer": layers, "keep_heads": True, "capture": "full",

@@ -70,3 +70,12 @@ def test_the_js_builds_no_view_keys_and_names_no_traces() -> None:
     for trace in (IMAGE_TRACE, OVERLAY_TRACE):
         assert f'"{trace}"' not in source and f"'{trace}'" not in source
     assert "views[mode][i]" in source  # a view is found by index, not by a built key
+
+
+def test_the_raw_toggle_names_what_the_per_layer_view_shows(tiny_handle: Callable[[str], object]) -> None:
+    """ALTI's per-layer view is its contributions (layer_maps), not the layer's attention: the toggle says so."""
+    handle = tiny_handle("bert")
+    alti = explorer_data(explain.explain_text(handle, "a good film", method="alti"), figures=False)["raw_label"]
+    assert "ALTI contributions" in alti and "attention" not in alti
+    rollout = explain.explain_text(handle, "a good film", method="rollout")
+    assert explorer_data(rollout, figures=False)["raw_label"] == "Show this layer's own attention instead"

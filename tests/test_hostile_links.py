@@ -9,24 +9,14 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-import streamlit as st
 import torch
+from page_views import page
 from safetensors.torch import load_file
-from streamlit.testing.v1 import AppTest
 
 from app_pages._lib.safe import ZERO_WIDTH, safe_text
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 HOSTILE = ("[Session expired - click to re-login](http://evil.example/login) "
            "![](http://evil.example/pixel.png) $$\\huge X$$ <img src=x> www.evil.example")
-
-
-def page(path: str, **query: str) -> AppTest:
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.switch_page(path).run()
 
 
 def _unescaped(text: str, pattern: str) -> bool:

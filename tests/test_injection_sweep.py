@@ -8,12 +8,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import pytest
-import streamlit as st
+from page_views import page
 from streamlit.testing.v1 import AppTest
 
 from app_pages._lib import core
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
 PAYLOADS = ["[Session expired - click to re-login](http://evil.example/login)", "![](http://evil.example/pixel.png)",
             "$$\\huge X$$"]
 LIVE = [r"(?<!\\)\[Session", r"(?<!\\)!\\?\[", r"(?<!\\)\$\$", r"://", r"(?<!\\)\]\\?\(http"]
@@ -36,14 +35,6 @@ def assert_neutralised(at: AppTest, payload: str) -> None:
         for live in LIVE:
             assert not re.search(live, value), (live, value)
     return None
-
-
-def page(path: str, **query: str) -> AppTest:
-    st.cache_resource.clear()
-    at = AppTest.from_file(APP, default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    return at.switch_page(path).run()
 
 
 @pytest.mark.parametrize("payload", PAYLOADS)

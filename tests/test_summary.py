@@ -127,3 +127,19 @@ def test_image_flat_and_odd_grid_quarters():
     total = values.sum()
     top_right = (0.25 * values[1, 1] + values[0, 2]) / total
     assert f"no quarter stands out (the largest, top-right, holds {100 * top_right:.0f}%)" in text  # 38% < 40%
+
+
+def test_one_layer_wording_follows_the_single_layer_flag_not_the_name(monkeypatch):
+    """The summary reads the registry's single_layer fact: a spec flagged so is worded as one layer whatever its
+    name, and the flag cleared on "attention" gives it no such wording."""
+    import dataclasses
+
+    from rollout_core import methods, summary
+
+    flagged = {"rollout": dataclasses.replace(methods.get("rollout"), single_layer=True),
+               "attention": dataclasses.replace(methods.get("attention"), single_layer=False)}
+    monkeypatch.setattr(summary, "_spec", lambda name: flagged.get(name, methods.get(name)))
+    assert "raw attention of layer 2, mean over 12 heads" in summarize(_text(PEAKED, method="rollout"))
+    assert "raw attention of layer" not in summarize(_text(PEAKED, method="attention"))
+    assert methods.get("attention").single_layer
+    assert [s.name for s in methods.all_methods() if s.single_layer] == ["attention"]

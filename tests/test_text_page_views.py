@@ -72,3 +72,14 @@ def test_gradient_rollout_shows_its_relevance_row_with_a_reason_instead_of_a_dia
     (chart,) = [c for c in at.get("plotly_chart") if c.proto.id and "matrix" in c.proto.id]
     assert [t["type"] for t in json.loads(chart.proto.spec)["data"]] == ["bar"]
     rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+
+
+def test_the_raw_toggle_of_a_contribution_method_names_its_contributions(tiny_model_dir: Callable[[str], Path]) -> None:
+    from page_views import explorers
+
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="alti")
+    assert_clean(at)
+    (data,) = explorers(at)
+    assert "ALTI contributions" in data["raw_label"] and "attention" not in data["raw_label"]
+    rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="rollout")
+    assert explorers(rollout)[0]["raw_label"] == "Show this layer's own attention instead"

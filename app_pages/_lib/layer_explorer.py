@@ -13,7 +13,7 @@ import functools
 import hashlib
 import shutil
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import streamlit as st
 
@@ -22,9 +22,9 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
-from rollout_core.figures._common import slider_label
+from rollout_core.figures._common import raw_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData, Payload
-from rollout_core.figures.standalone import RAW_LABEL, explorer_asset
+from rollout_core.figures.standalone import explorer_asset
 
 ROOT = Path(__file__).resolve().parents[2]
 STATIC_PLOTLY = ROOT / "static" / "plotly.min.js"
@@ -101,9 +101,10 @@ def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", sh
 
 def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
                    controls: dict[layer_views.TraceControl, float] | None = None,
-                   label: str = slider_label()) -> tuple[int, bool]:
+                   methods: Sequence[str] = ()) -> tuple[int, bool]:
     """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
-    `label` names the slider (`slider_label` of the methods shown: "cumulative" only when they accumulate).
+    `methods` shown name the slider (`slider_label`: "cumulative" only when they accumulate) and the raw-view
+    toggle (`raw_label`: their own attention, or contributions for ALTI, norm-based and value zeroing).
 
     The position lives in session state under `key` and `{key}_raw` (URL settings), so it survives a new
     input, a reload and a shared link; so does each of `controls` (control -> default value), under its key."""
@@ -124,8 +125,8 @@ def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
         except OSError as err:
             st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
-    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw, "label": label,
-                          "raw_label": RAW_LABEL, "plotly_url": plotly_url, "controls": specs}
+    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw, "label": slider_label(*methods),
+                          "raw_label": raw_label(*methods), "plotly_url": plotly_url, "controls": specs}
     _COMPONENT(key=f"{key}_explorer", data=data,
                on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])

@@ -59,6 +59,20 @@ def slider_label(*methods: str) -> str:
     return "Layer (cumulative rollout up to this layer)" if all(map(is_cumulative, methods)) else "Layer"
 
 
+def raw_label(*methods: str) -> str:
+    """The raw-view toggle's label: what each method's per-layer view shows (its registry `layer_view`), e.g.
+    "Show this layer's own attention instead", "Show this layer's own ALTI contributions instead"."""
+    views = list(dict.fromkeys(_layer_view(m) for m in methods)) or ["raw attention"]
+    shown = " / ".join("attention" if v == "raw attention" else v for v in views)
+    return f"Show this layer's own {shown} instead"
+
+
+def _layer_view(method: str) -> str:
+    from rollout_core import methods
+
+    return methods.get(method).layer_view if method in methods.names() else "raw attention"
+
+
 def model_layer(expl: Explanation, layer: int) -> int:
     """1-based model layer number of layer index `layer` (index 0 = the first rolled-out layer)."""
     return int(expl.settings.get("start_layer") or 0) + int(layer) + 1

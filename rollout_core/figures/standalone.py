@@ -20,12 +20,10 @@ from typing import Any
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
-from rollout_core.figures._common import slider_label
+from rollout_core.figures._common import raw_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData
 from rollout_core.figures.image import DEFAULT_COLORMAP
 
-RAW_LABEL = "Show this layer's own attention instead"
-"""The label of the explorer's raw-attention toggle (the dashboard's too)."""
 DEFAULT_OPACITY = 0.5
 _MODULE_EXPORT = "export default function (component)"
 _PAGE_STYLE = ("body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:1rem 1.5rem;"
@@ -80,7 +78,7 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
     if not figures:
         views = {key: layer_views.LayerView(html=v.html, summary=v.summary) for key, v in views.items()}
     return {"payload": layer_views.views_payload(views), "layers": expl.num_layers, "layer": position,
-            "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": RAW_LABEL,
+            "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": raw_label(expl.method),
             "plotly_url": "inline" if figures else "", "controls": controls}
 
 

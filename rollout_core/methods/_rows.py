@@ -1,7 +1,8 @@
-"""The step every cumulative-matrix method shares: explained rows from the per-layer (L', B, n, n) matrices."""
+"""The steps the cumulative-matrix methods share: explained rows from per-layer (L', B, n, n) matrices, and the
+compute of a contribution method (its per-layer contribution matrices rolled out like attention)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
 from rollout_core.methods._spec import MethodInput, MethodOutput
 
@@ -17,3 +18,50 @@ def rows_of(cumulative: "torch.Tensor", method_input: MethodInput) -> MethodOutp
 
     w = method_input.weights.to(compute_dtype(method_input.captured.attentions[0].dtype))
     return MethodOutput(layer_rows=torch.einsum("bi,lbij->lbj", w, cumulative.to(w.dtype)), matrix=cumulative[-1])
+
+
+def contribution_method(contributions: "Callable[[MethodInput], torch.Tensor]", *,
+                        add_residual: bool) -> Callable[[MethodInput], MethodOutput]:
+    """The compute function of a contribution method. `contributions(input)`: (L, B, n, n) row-normalised
+    contributions of every model layer. add_residual False for measures that already contain the residual stream
+    (ALTI, value zeroing: rolled out with residual 0), True to add the options' residual weight (norm-based)."""
+    def compute(method_input: MethodInput) -> MethodOutput:
+        residual = method_input.options.residual_weight if add_residual else 0.0
+        return contribution_rollout(contributions(method_input), method_input, residual_weight=residual)
+
+    return compute
+
+
+def contribution_rollout(per_layer: "torch.Tensor", method_input: MethodInput, *,
+                         residual_weight: float) -> MethodOutput:
+    """`per_layer`: (L, B, n, n) row-normalised contributions of every model layer. Each layer of the chosen range
+    is augmented like attention in rollout (discard, + residual_weight * I, rows renormalised) and multiplied.
+    The range's own per-layer matrices become `layer_maps` (the slider's per-layer view)."""
+    from rollout_core.maths.rollout import attention_rollout
+
+    o = method_input.options
+    cumulative = attention_rollout(per_layer[:, :, None], head_fusion="mean", residual_weight=residual_weight,
+                                   discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
+                                   attention_mask=method_input.mask, all_layers=True)
+    out = rows_of(cumulative, method_input)
+    out.layer_maps = per_layer[o.start_layer:o.end_layer].to(cumulative.dtype)
+    return out
+
+
+def layer_recorder(purpose: str) -> Callable[[Any], ContextManager[Any]]:
+    """A spec's recorder: the states the contribution measures need, recorded during the forward pass
+    (models.layer_access.recording; a clear error naming `purpose` on a family whose layers it cannot read)."""
+    def recorder(model: Any) -> ContextManager[Any]:
+        from rollout_core.models.layer_access import recording
+
+        return recording(model, purpose)
+
+    return recorder
+
+
+def row_normalised(contributions: "torch.Tensor") -> "torch.Tensor":
+    """Rows divided by their sum (all-zero rows, i.e. padding, stay 0)."""
+    import torch
+
+    total = contributions.sum(-1, keepdim=True)
+    return contributions / total.clamp_min(torch.finfo(contributions.dtype).tiny)

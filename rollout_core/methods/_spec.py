@@ -59,6 +59,7 @@ class MethodSpec:
     uses_head_fusion: bool = True  # the head-fusion setting changes the result
     uses_residual: bool = True  # the residual weight changes the result
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
+    single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     layer_view: str = "raw attention"  # what the slider's per-layer view shows (MethodOutput.layer_maps)

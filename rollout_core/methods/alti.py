@@ -1,21 +1,21 @@
 """ALTI rollout (Ferrando et al. 2022): each layer's token contributions, residual and layer norm included, rolled out."""
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rollout_core.methods._rows import contribution_method, layer_recorder
+from rollout_core.methods._spec import MethodInput, MethodSpec
+
+if TYPE_CHECKING:
+    import torch
 
 
-def compute(method_input: MethodInput) -> MethodOutput:
-    """ALTI contributions per layer, multiplied through the range without an added residual: ALTI already contains
-    it (as compute_joint_attention(..., add_residual=False) in mt-upc/transformer-contributions)."""
+def _contributions(method_input: MethodInput) -> torch.Tensor:
+    """ALTI contributions per layer, rolled out without an added residual: ALTI already contains it (as
+    compute_joint_attention(..., add_residual=False) in mt-upc/transformer-contributions)."""
     from rollout_core.maths.contributions import alti_contributions
-    from rollout_core.methods._contributions import contribution_rollout
 
-    per_layer = alti_contributions(method_input.recorded, method_input.mask)
-    return contribution_rollout(per_layer, method_input, residual_weight=0.0)
-
-
-def _recorder(model):
-    from rollout_core.models.layer_access import recording
-
-    return recording(model, "ALTI rollout")
+    return alti_contributions(method_input.recorded, method_input.mask)
 
 
 METHOD = MethodSpec(
@@ -29,6 +29,6 @@ METHOD = MethodSpec(
     uses_head_fusion=False,
     uses_residual=False,
     layer_view="ALTI contributions",
-    recorder=_recorder,
-    compute=compute,
+    recorder=layer_recorder("ALTI rollout"),
+    compute=contribution_method(_contributions, add_residual=False),
 )

@@ -21,6 +21,7 @@ METHOD = MethodSpec(
     order=3,
     uses_residual=False,
     cumulative=False,
+    single_layer=True,
     seq2seq=True,
     compute=compute,
 )

@@ -1,20 +1,20 @@
 """Norm-based attention rollout (Kobayashi et al. 2020, "Attention is not only a weight"): ||α_ij f(x_j)||."""
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rollout_core.methods._rows import contribution_method, layer_recorder, row_normalised
+from rollout_core.methods._spec import MethodInput, MethodSpec
+
+if TYPE_CHECKING:
+    import torch
 
 
-def compute(method_input: MethodInput) -> MethodOutput:
-    """Each layer's norms ||sum_h α^h_ij f^h(x_j)||, rows normalised, rolled out like attention (with the residual)."""
+def _contributions(method_input: MethodInput) -> torch.Tensor:
+    """Each layer's norms ||sum_h α^h_ij f^h(x_j)||, rows normalised; rolled out like attention, with the residual."""
     from rollout_core.maths.contributions import norm_contributions
-    from rollout_core.methods._contributions import contribution_rollout, row_normalised
 
-    per_layer = row_normalised(norm_contributions(method_input.recorded, method_input.mask))
-    return contribution_rollout(per_layer, method_input, residual_weight=method_input.options.residual_weight)
-
-
-def _recorder(model):
-    from rollout_core.models.layer_access import recording
-
-    return recording(model, "Norm-based rollout")
+    return row_normalised(norm_contributions(method_input.recorded, method_input.mask))
 
 
 METHOD = MethodSpec(
@@ -26,6 +26,6 @@ METHOD = MethodSpec(
     order=4,
     uses_head_fusion=False,
     layer_view="norm-based attention",
-    recorder=_recorder,
-    compute=compute,
+    recorder=layer_recorder("Norm-based rollout"),
+    compute=contribution_method(_contributions, add_residual=True),
 )

@@ -1,18 +1,23 @@
 """Value-zeroing rollout (Mohebbi et al. 2023): how much each layer's output changes when token j's value is zeroed."""
+from __future__ import annotations
+
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._rows import contribution_method
+from rollout_core.methods._spec import MethodInput, MethodSpec
+
+if TYPE_CHECKING:
+    import torch
 
 
-def compute(method_input: MethodInput) -> MethodOutput:
-    """Value-zeroing scores per layer, multiplied through the range without an added residual (the re-run layer
-    keeps its residual; hmohebbi/ValueZeroing rolls out with res=False)."""
+def _contributions(method_input: MethodInput) -> torch.Tensor:
+    """Value-zeroing scores per layer, rolled out without an added residual (the re-run layer keeps its residual;
+    hmohebbi/ValueZeroing rolls out with res=False)."""
     from rollout_core.maths.value_zeroing import value_zeroing_contributions
-    from rollout_core.methods._contributions import contribution_rollout
 
-    per_layer = value_zeroing_contributions(method_input.handle.model, method_input.captured.outputs.hidden_states,
-                                            method_input.mask)
-    return contribution_rollout(per_layer, method_input, residual_weight=0.0)
+    return value_zeroing_contributions(method_input.handle.model, method_input.captured.outputs.hidden_states,
+                                       method_input.mask)
 
 
 @contextmanager
@@ -36,5 +41,5 @@ METHOD = MethodSpec(
     uses_residual=False,
     layer_view="value-zeroing scores",
     recorder=_supported,
-    compute=compute,
+    compute=contribution_method(_contributions, add_residual=False),
 )

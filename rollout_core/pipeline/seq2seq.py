@@ -2,6 +2,7 @@
 the decoder self-attention and the cross-attention (`decoder_to_source`) into the encoder rollout."""
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Sequence
 
 import torch
@@ -15,7 +16,7 @@ from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import text_explanation
-from rollout_core.pipeline.batch import BatchResult
+from rollout_core.pipeline.batch import _build
 from rollout_core.pipeline.heads import causal_head
 
 SEQ2SEQ_MAX_NEW_TOKENS = 20
@@ -67,14 +68,13 @@ def explain_seq2seq(handle: ModelHandle, enc: EncodedText, opts: Options, target
     w = to_source[:, position].to(cumulative.dtype)
     layer_rows = torch.einsum("bi,lbij->lbj", w, cumulative)
     decoder_tokens = tokenizer.convert_ids_to_tokens(decoder_ids[0].tolist())
-    batch = BatchResult(
-        n=len(enc.input_ids), scores=layer_rows[-1], layer_scores=layer_rows,
+    explained = replace(result, weights=w, descriptions=[
+        f"decoder position {position} ({decoder_tokens[position]!r}) carried to the source through the decoder "
+        f"self-attention and cross-attention; {result.descriptions[0]}"])
+    batch = _build(  # the pooling ("first") is not read: the explained row is the head's (`weights`)
+        inputs["attention_mask"].bool(), explained, "first", "full", layer_rows=layer_rows,
         layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=cumulative[-1],
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
-        predictions=result.predictions, targets=result.targets,
-        descriptions=[f"decoder position {position} ({decoder_tokens[position]!r}) carried to the source through "
-                      f"the decoder self-attention and cross-attention; {result.descriptions[0]}"],
-        capture="full",
     )
     decoder_rollout = attention_rollout(captured.decoder_attentions, head_fusion=opts.head_fusion,
                                         residual_weight=opts.residual_weight)
