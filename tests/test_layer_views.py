@@ -17,6 +17,8 @@ from rollout_core import explain
 from rollout_core.figures import layer_views
 from rollout_core.figures.layer_views import view_key
 
+SENT = 0.5 * 10 ** (1 - layer_views.DIGITS)
+"""Relative precision of the sent numbers (rounded to DIGITS significant digits)."""
 
 def values(array: Any) -> np.ndarray:
     """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"?}."""
@@ -62,12 +64,12 @@ def test_text_payload_covers_every_layer_in_both_modes_with_that_layers_numbers(
             view = drawn(payload, i + 1, raw)
             assert view["marker"] == view_key(i + 1, raw)
             bars = view["figures"][0]["data"][0]
-            np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=10 ** -layer_views.DIGITS)
+            np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=SENT)
             # shared: one scale while the slider moves; else each layer up to its own largest share
             assert bars["marker"]["cmax"] == pytest.approx(top if shared else float(expected[i].max()))
             assert f'data-view="{view_key(i + 1, raw)}"' in view["html"]
             scores = [float(s) for s in re.findall(r'data-score="([^"]+)"', view["html"])]
-            assert max(scores) == pytest.approx(float(expected[i].max()), rel=10 ** -layer_views.DIGITS)
+            assert max(scores) == pytest.approx(float(expected[i].max()), rel=SENT)
 
 
 def test_values_are_sent_to_four_significant_digits() -> None:
@@ -103,9 +105,9 @@ def test_image_payload_draws_each_layers_patch_map(image_expl: Any) -> None:
             overlay, grid = view["figures"]
             row = np.asarray(source[i], np.float64)[patches]
             expected = (row / row.sum()).reshape(rows, cols)
-            np.testing.assert_allclose(np.array(grid["data"][0]["z"]), expected, rtol=10 ** -layer_views.DIGITS)
+            np.testing.assert_allclose(np.array(grid["data"][0]["z"]), expected, rtol=SENT)
             heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
-            np.testing.assert_allclose(np.array(heat["z"]), expected, rtol=10 ** -layer_views.DIGITS)
+            np.testing.assert_allclose(np.array(heat["z"]), expected, rtol=SENT)
             assert heat["opacity"] == pytest.approx(0.3) and heat["colorscale"][-1][1] == "#fde725"  # viridis
             assert f'data-view="{view_key(i + 1, raw)}"' in view["html"]
 
