@@ -1,11 +1,13 @@
 """What a page shows under AppTest, including the layer explorer, whose views are switched in the browser.
 
-The explorer (app_pages/_lib/layer_explorer.py) sends every slider position at once; the browser shows the
-one at the data's (layer, raw). These helpers read that view out of the element, so AppTest tests can check
+The explorer (app_pages/_lib/layer_explorer.py) sends every slider position at once, as numbers; the browser draws
+the one at the data's (layer, raw). These helpers draw that view from the element's data as the JS does, so AppTest tests can check
 what a user sees first (the interaction itself is tested in tests/browser).
 """
 from __future__ import annotations
 
+import copy
+import html
 import json
 from pathlib import Path
 from typing import Any
@@ -38,22 +40,44 @@ def explorers(at: Any) -> list[dict[str, Any]]:
 
 
 def view_at(data: dict[str, Any], layer: int | None = None, raw: bool | None = None) -> dict[str, Any]:
-    """One view of an explorer ({"html", "figures", "summary", "marker"}), shared strings put back; default: the
-    shown one."""
+    """One view of an explorer as the browser draws it ({"html", "figures", "summary", "marker"}; the HTML without
+    colours or styles, user text escaped); default: the shown one."""
     payload = data["payload"]
     layer = data["layer"] if layer is None else layer
-    return unshare(payload["views"][mode(data["raw"] if raw is None else raw)][layer - 1], payload["shared"])
+    view = payload["views"][mode(data["raw"] if raw is None else raw)][layer - 1]
+    parts, figures = [], []
+    for panel, shown in zip(payload["panels"], view["panels"]):
+        values, top = view["series"][panel["series"]], view["tops"][panel["series"]]
+        if panel["kind"] == "highlight":
+            parts.append(_highlight(panel, values, shown))
+        else:
+            figures.append(_figure(panel, values, top, shown["title"]))
+    return {"html": "".join(parts) + view["html"], "figures": figures + view["figures"],
+            "summary": view["summary"], "marker": view["marker"]}
 
 
-def unshare(value: Any, shared: list[str]) -> Any:
-    """A packed view (rollout_core.figures.layer_views.views_payload) with its {"$shared": i} references put back."""
-    if isinstance(value, dict):
-        if set(value) == {"$shared"}:
-            return shared[value["$shared"]]
-        return {k: unshare(v, shared) for k, v in value.items()}
-    if isinstance(value, list):
-        return [unshare(v, shared) for v in value]
-    return value
+def _highlight(panel: dict[str, Any], values: list[float], shown: dict[str, str]) -> str:
+    body = []
+    for unit, *runs in panel["pieces"]:
+        text = "".join(html.escape(run) if k % 2 == 0 else f'<span class="ctrl-char">{html.escape(run)}</span>'
+                       for k, run in enumerate(runs))
+        body.append(text if unit < 0 else f'<span class="tok" data-score="{values[unit]}">{text}</span>')
+    heading = f"<p><b>{html.escape(panel['heading'])}</b></p>" if panel["heading"] else ""
+    return (f'{heading}<div class="token-highlight" data-view="{html.escape(shown["marker"])}">{"".join(body)}</div>'
+            f'<div class="token-legend">{html.escape(shown["title"])}: share of the shown mass</div>')
+
+
+def _figure(panel: dict[str, Any], values: list[float], top: float, title: str) -> dict[str, Any]:
+    figure = copy.deepcopy(panel["figure"])
+    trace = figure["data"][panel["trace"]]
+    if panel["kind"] == "bars":
+        trace["y"], trace["marker"]["color"], trace["marker"]["cmax"] = values, values, top
+        figure["layout"]["yaxis"]["range"] = [0, top * 1.05]
+    else:
+        cols = len(values) // panel["rows"]
+        trace["z"], trace["zmax"] = [values[r * cols:(r + 1) * cols] for r in range(panel["rows"])], top
+    figure["layout"]["title"] = {**figure["layout"].get("title", {}), "text": title}
+    return figure
 
 
 def shown_html(at: Any) -> str:

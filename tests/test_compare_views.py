@@ -9,7 +9,6 @@ import pytest
 
 from page_views import explorers, view_at
 from rollout_core.figures import layer_views
-from rollout_core.figures.layer_views import view_key
 from test_figures import _image_expl
 from test_pages_apptest import assert_clean, page, texts
 
@@ -21,34 +20,39 @@ def _pair():
     return a, b
 
 
-def _patch_tops(view) -> list[float]:
-    return [next(t for t in fig.data if t.name == "patches").zmax for fig in view.figures[:2]]
+def _first_view(a, b, **options) -> dict:
+    """Slider position 1 (cumulative) of the compare payload, as the browser draws it."""
+    return view_at({"payload": layer_views.comparison_payload(a, b, **options), "layer": 1, "raw": False})
+
+
+def _patch_tops(view: dict) -> list[float]:
+    return [next(t for t in fig["data"] if t["name"] == "patches")["zmax"] for fig in view["figures"][:2]]
 
 
 def test_one_scale_for_both_sides_is_the_larger_maximum() -> None:
     a, b = _pair()
-    view = layer_views.comparison_views(a, b)[view_key(1, False)]
+    view = _first_view(a, b)
     assert _patch_tops(view) == pytest.approx([0.8, 0.8])  # the faint side on the strong side's scale
 
 
 def test_each_side_its_own_scale_keeps_the_faint_side_visible() -> None:
     a, b = _pair()
-    view = layer_views.comparison_views(a, b, sides="each")[view_key(1, False)]
+    view = _first_view(a, b, sides="each")
     assert _patch_tops(view) == pytest.approx([0.8, 0.3])
     with pytest.raises(ValueError):
-        layer_views.comparison_views(a, b, sides="both")
+        layer_views.comparison_payload(a, b, sides="both")
 
 
 def test_image_sides_draw_the_photo_under_a_titled_map() -> None:
     a, b = _pair()
-    view = layer_views.comparison_views(a, b)[view_key(1, False)]
-    for fig, side in zip(view.figures[:2], "AB"):
-        assert [t.name for t in fig.data] == ["image", "patches"]
-        assert fig.layout.title.text.startswith(f"{side}: hand, rollout · ")
-    assert "<p><b></b></p>" not in view.html and "image-view" not in view.html  # no empty headers
+    view = _first_view(a, b)
+    for fig, side in zip(view["figures"][:2], "AB"):
+        assert [t["name"] for t in fig["data"]] == ["image", "patches"]
+        assert fig["layout"]["title"]["text"].startswith(f"{side}: hand, rollout · ")
+    assert "<p><b></b></p>" not in view["html"] and "image-view" not in view["html"]  # no empty headers
     a.model_name = "<b>x</b>"
-    fig = layer_views.comparison_views(a, b)[view_key(1, False)].figures[0]
-    assert "<b>" not in fig.layout.title.text and "&lt;b&gt;" in fig.layout.title.text
+    title = _first_view(a, b)["figures"][0]["layout"]["title"]["text"]
+    assert "<b>" not in title and "&lt;b&gt;" in title
 
 
 def test_compare_page_on_images_offers_both_scales_and_overlays(tiny_model_dir: Callable[[str], Path]) -> None:

@@ -1,5 +1,6 @@
 """The explorer's data contract (rollout_core/figures/explorer_payload.py): every payload fits its TypedDicts,
-views are arrays indexed by layer, and the JS builds no keys or trace names of its own."""
+views are arrays indexed by layer, and the JS builds no keys or trace names of its own and puts token texts in
+as text, never as HTML."""
 from __future__ import annotations
 
 import re
@@ -12,6 +13,7 @@ from payload_contract import contract_errors
 from rollout_core import explain
 from rollout_core.figures import layer_views
 from rollout_core.figures.explorer_payload import ExplorerData, Payload
+from rollout_core.figures._common import scale_stops
 from rollout_core.figures.image import IMAGE_TRACE, OVERLAY_TRACE
 from rollout_core.figures.standalone import explorer_asset, explorer_data
 
@@ -26,26 +28,35 @@ def expls(tiny_handle: Callable[[str], object]) -> dict[str, Any]:
 
 
 def test_the_checker_catches_a_missing_key_an_extra_key_and_a_wrong_type() -> None:
-    good = {"id": "x", "views": {"cumulative": [], "raw": []}, "template": None, "shared": []}
+    good = {"id": "x", "panels": [], "views": {"cumulative": [], "raw": []}, "template": None, "scales": {}}
     assert contract_errors(good, Payload) == []
-    assert contract_errors({k: v for k, v in good.items() if k != "shared"}, Payload)
+    assert contract_errors({k: v for k, v in good.items() if k != "scales"}, Payload)
     assert contract_errors({**good, "extra": 1}, Payload)
     assert contract_errors({**good, "views": {"cumulative": [], "raw": [{"html": 3}]}}, Payload)
     assert contract_errors({**good, "views": {"layer-1-cum": []}}, Payload)
+    piece = {"kind": "highlight", "series": 0, "heading": "", "scale": "", "figure": {}, "trace": 0, "rows": 0}
+    assert contract_errors({**good, "panels": [{**piece, "pieces": [[0, "a"]]}]}, Payload) == []
+    assert contract_errors({**good, "panels": [{**piece, "pieces": [[0, 1.5]]}]}, Payload)
 
 
 def test_every_payload_fits_the_contract_and_indexes_views_by_layer(expls: dict[str, Any]) -> None:
-    payloads = [layer_views.views_payload(layer_views.text_views(expls["text"])),
-                layer_views.views_payload(layer_views.image_views(expls["image"], shared_scale=True)),
-                layer_views.views_payload(layer_views.comparison_views(expls["text"], expls["text_b"]))]
+    payloads = [layer_views.text_payload(expls["text"]),
+                layer_views.image_payload(expls["image"], shared_scale=True),
+                layer_views.comparison_payload(expls["text"], expls["text_b"])]
     for payload in payloads:
         assert contract_errors(payload, Payload) == []
-    assert payloads[1]["shared"]  # the image's PNG went through the sharing, as a {"$shared": i} in the figures
+        for views in payload["views"].values():
+            for view in views:  # one PanelView per panel; every series has its top
+                assert len(view["panels"]) == len(payload["panels"]) and len(view["tops"]) == len(view["series"])
+    assert [p["kind"] for p in payloads[1]["panels"]] == ["map", "map"]
+    assert payloads[0]["scales"] == {"YlOrRd": scale_stops("YlOrRd")}  # what the highlight is coloured with
     layers = expls["text"].num_layers
     for name, suffix in (("cumulative", "cum"), ("raw", "raw")):
         assert [v["marker"] for v in payloads[0]["views"][name]] == [f"layer-{k}-{suffix}" for k in range(1, layers + 1)]
         for k, view in enumerate(payloads[0]["views"][name], start=1):
-            assert f'data-view="layer-{k}-{suffix}"' in view["html"]  # the marker is the view's own
+            assert view["panels"][0]["marker"] == f"layer-{k}-{suffix}"  # the highlight's marker is the view's own
+        assert [v["panels"][0]["marker"] for v in payloads[2]["views"][name]] == [
+            f"A-layer-{k}-{suffix}" for k in range(1, layers + 1)]
 
 
 @pytest.mark.parametrize("kind", ["text", "image"])
@@ -79,3 +90,12 @@ def test_the_raw_toggle_names_what_the_per_layer_view_shows(tiny_handle: Callabl
     assert "ALTI contributions" in alti and "attention" not in alti
     rollout = explain.explain_text(handle, "a good film", method="rollout")
     assert explorer_data(rollout, figures=False)["raw_label"] == "Show this layer's own attention instead"
+
+
+def test_the_js_puts_user_text_in_as_text_only() -> None:
+    """Only fixed markup and the core's escaped `html` go in as HTML; pieces, headings and titles never do."""
+    source = explorer_asset("js")
+    assigned = re.findall(r"innerHTML\s*=\s*(`[^`]*`|'[^']*'|[\w.]+)", source)
+    assert len(assigned) == source.count("innerHTML") == 3
+    for value in assigned:
+        assert value == "view.html" or (value[0] in "`'" and "${" not in value), value

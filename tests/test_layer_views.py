@@ -1,6 +1,6 @@
-"""Every slider position drawn ahead of time (rollout_core.figures.layer_views): complete, one colour scale per
-mode, the numbers of each layer (checked against the explanation's own arrays, renormalised by hand), and a
-payload that restores every view exactly while sending a repeated image only once."""
+"""Every slider position sent as numbers (rollout_core.figures.layer_views): complete, one colour scale per mode,
+the numbers of each layer (checked against the explanation's own arrays, renormalised by hand), token texts and
+the image sent once, and a size that grows as layers x tokens floats."""
 from __future__ import annotations
 
 import base64
@@ -12,11 +12,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from page_views import unshare
+from page_views import view_at
 from rollout_core import explain
 from rollout_core.figures import layer_views
-from rollout_core.figures.layer_views import LayerView, view_key, views_payload
+from rollout_core.figures.layer_views import view_key
 
+SENT = 0.5 * 10 ** (1 - layer_views.DIGITS)
+"""Relative precision of the sent numbers (rounded to DIGITS significant digits)."""
 
 def values(array: Any) -> np.ndarray:
     """A Plotly JSON array: a plain list or a typed array {"dtype", "bdata", "shape"?}."""
@@ -44,97 +46,110 @@ def image_expl(tiny_handle: Callable[[str], object]) -> Any:
     return explain.explain_image(tiny_handle("vit"), rng.integers(0, 256, (40, 40, 3), dtype=np.uint8))
 
 
+def drawn(payload: dict[str, Any], layer: int, raw: bool) -> dict[str, Any]:
+    """Slider position `layer` (1-based) as the browser draws it (page_views.view_at)."""
+    return view_at({"payload": payload, "layer": layer, "raw": raw})
+
+
 @pytest.mark.parametrize("shared", [False, True])
-def test_text_views_cover_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any, shared: bool) -> None:
-    views = layer_views.text_views(text_expl, shared_scale=shared)
+def test_text_payload_covers_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any, shared: bool) -> None:
+    payload = layer_views.text_payload(text_expl, shared_scale=shared)
     layers = text_expl.num_layers
-    assert set(views) == {view_key(k, raw) for k in range(1, layers + 1) for raw in (False, True)}
+    assert {m: len(v) for m, v in payload["views"].items()} == {"cumulative": layers, "raw": layers}
     keep = ~np.asarray(text_expl.special, dtype=bool)
     for raw, rows in ((False, text_expl.layer_scores), (True, text_expl.layer_attention_scores)):
         expected = [shown_shares(np.asarray(rows[i], np.float64), keep) for i in range(layers)]
         top = max(float(e.max()) for e in expected)
         for i in range(layers):
-            view = views[view_key(i + 1, raw)]
-            bars = json.loads(view.figures[0].to_json())["data"][0]
-            np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=1e-9)
+            view = drawn(payload, i + 1, raw)
+            assert view["marker"] == view_key(i + 1, raw)
+            bars = view["figures"][0]["data"][0]
+            np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=SENT)
             # shared: one scale while the slider moves; else each layer up to its own largest share
             assert bars["marker"]["cmax"] == pytest.approx(top if shared else float(expected[i].max()))
-            assert f'data-view="{view_key(i + 1, raw)}"' in view.html
-            scores = [float(s) for s in re.findall(r'data-score="([^"]+)"', view.html)]
-            assert max(scores) == pytest.approx(float(expected[i].max()))
+            assert f'data-view="{view_key(i + 1, raw)}"' in view["html"]
+            scores = [float(s) for s in re.findall(r'data-score="([^"]+)"', view["html"])]
+            assert max(scores) == pytest.approx(float(expected[i].max()), rel=SENT)
 
 
-def test_image_views_draw_each_layers_patch_map(image_expl: Any) -> None:
-    views = layer_views.image_views(image_expl, opacity=0.3, colormap="viridis")
+def test_values_are_sent_to_four_significant_digits() -> None:
+    assert layer_views.rounded(np.array([[0.123456, 1.23456e-7], [0.0, 0.5]])) == [0.1235, 1.235e-7, 0.0, 0.5]
+
+
+def test_token_texts_are_sent_once_and_the_pieces_spell_the_text(text_expl: Any) -> None:
+    payload = layer_views.text_payload(text_expl)
+    assert len(payload["views"]["cumulative"]) > 1
+    # once per panel, not per view: the highlight's pieces, the bars' hover labels and tick labels
+    assert json.dumps(payload).count('"film"') == 3
+    assert json.dumps(layer_views.text_payload(text_expl, figures=False)).count('"film"') == 1
+    (panel,) = [p for p in payload["panels"] if p["kind"] == "highlight"]
+    assert "".join("".join(runs[::2]) for _, *runs in panel["pieces"]) == "the film was good but far too long"
+    units = [unit for unit, *_ in panel["pieces"] if unit >= 0]
+    assert units == list(range(len(units)))  # each shown token once, in reading order
+
+
+def test_control_characters_are_sent_as_codes_between_text_runs() -> None:
+    from rollout_core.figures.text import code_runs
+
+    assert code_runs("plain") == ["plain"]
+    assert code_runs("a\u202eb\u2066") == ["a", "\\u202e", "b", "\\u2066", ""]
+
+
+def test_image_payload_draws_each_layers_patch_map(image_expl: Any) -> None:
+    payload = layer_views.image_payload(image_expl, opacity=0.3, colormap="viridis")
     rows, cols = image_expl.grid
     patches = np.asarray(image_expl.patch_positions)
     for raw, source in ((False, image_expl.layer_scores), (True, image_expl.layer_attention_scores)):
         for i in range(image_expl.num_layers):
-            overlay, grid = (json.loads(f.to_json()) for f in views[view_key(i + 1, raw)].figures)
+            view = drawn(payload, i + 1, raw)
+            overlay, grid = view["figures"]
             row = np.asarray(source[i], np.float64)[patches]
             expected = (row / row.sum()).reshape(rows, cols)
-            np.testing.assert_allclose(values(grid["data"][0]["z"]), expected, rtol=1e-9)
+            np.testing.assert_allclose(np.array(grid["data"][0]["z"]), expected, rtol=SENT)
             heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
-            np.testing.assert_allclose(values(heat["z"]), expected, rtol=1e-9)
-            assert heat["opacity"] == pytest.approx(0.3)
+            np.testing.assert_allclose(np.array(heat["z"]), expected, rtol=SENT)
+            assert heat["opacity"] == pytest.approx(0.3) and heat["colorscale"][-1][1] == "#fde725"  # viridis
+            assert f'data-view="{view_key(i + 1, raw)}"' in view["html"]
 
 
-def test_image_views_scale_each_layer_to_its_own_maximum_unless_shared(image_expl: Any) -> None:
+def test_image_payload_scales_each_layer_to_its_own_maximum_unless_shared(image_expl: Any) -> None:
     patches = np.asarray(image_expl.patch_positions)
     rows = [np.asarray(r, np.float64)[patches] for r in image_expl.layer_attention_scores]
     shares = [r / r.sum() for r in rows]
     last = image_expl.num_layers
     for shared, top in ((False, float(shares[-1].max())), (True, max(float(s.max()) for s in shares))):
-        views = layer_views.image_views(image_expl, shared_scale=shared)
-        overlay, grid = (json.loads(f.to_json()) for f in views[view_key(last, True)].figures)
+        overlay, grid = drawn(layer_views.image_payload(image_expl, shared_scale=shared), last, True)["figures"]
         heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
         assert heat["zmax"] == pytest.approx(top) and grid["data"][0]["zmax"] == pytest.approx(top)
 
 
-def test_payload_restores_every_view_and_sends_a_repeated_image_once(image_expl: Any) -> None:
-    views = layer_views.image_views(image_expl)
-    payload = views_payload(views)
-    image = json.loads(views[view_key(1, False)].figures[0].to_json())["data"][0]["source"]
-    assert payload["shared"] == [image]  # the PNG under every overlay, stored once
-    assert json.dumps(payload).count(image[:200]) == 1
-    for key, view in views.items():
-        layer, raw = int(key.split("-")[1]), key.endswith("-raw")  # view_key's documented form "layer-3-cum"
-        restored = unshare(payload["views"]["raw" if raw else "cumulative"][layer - 1], payload["shared"])
-        assert restored["marker"] == key
-        assert restored["html"] == view.html and restored["summary"] == view.summary
-        for fig, spec in zip(view.figures, restored["figures"]):
-            original = json.loads(fig.to_json())
-            assert original["layout"].pop("template") == payload["template"]
-            assert spec == original
+def test_the_image_is_sent_once_and_the_id_follows_the_content(image_expl: Any, text_expl: Any) -> None:
+    payload = layer_views.image_payload(image_expl)
+    image = payload["panels"][0]["figure"]["data"][0]["source"]
+    assert image.startswith("data:image/png;base64,") and json.dumps(payload).count(image[:200]) == 1
+    assert layer_views.image_payload(image_expl)["id"] == payload["id"]
+    assert layer_views.image_payload(image_expl, colormap="viridis")["id"] != payload["id"]
+    assert layer_views.text_payload(text_expl, shared_scale=True)["id"] != layer_views.text_payload(text_expl)["id"]
 
 
-def test_payload_shares_only_long_strings_seen_in_two_views_and_its_id_follows_the_content() -> None:
-    long_text = "x" * layer_views.SHARED_MIN_CHARS
-    views = {"layer-1-cum": LayerView(html=long_text, summary="short"),
-             "layer-1-raw": LayerView(html=long_text, summary="short"),
-             "layer-2-cum": LayerView(html="y" * (2 * layer_views.SHARED_MIN_CHARS)), "layer-2-raw": LayerView()}
-    payload = views_payload(views)
-    cumulative, raw = payload["views"]["cumulative"], payload["views"]["raw"]
-    assert payload["shared"] == [long_text]
-    assert raw[0]["html"] == {"$shared": 0} and raw[0]["summary"] == "short" and cumulative[0]["html"] == {"$shared": 0}
-    assert cumulative[1]["html"] == "y" * (2 * layer_views.SHARED_MIN_CHARS)  # in one view only
-    assert views_payload(dict(views))["id"] == payload["id"]
-    changed = {**views, "layer-2-cum": LayerView(html="z")}
-    assert views_payload(changed)["id"] != payload["id"]
-    with pytest.raises(ValueError, match="every layer in both modes"):
-        views_payload({"layer-1-cum": LayerView(), "layer-3-raw": LayerView()})
+def test_payload_grows_with_layers_times_tokens_floats(tiny_handle: Callable[[str], object]) -> None:
+    short = explain.explain_text(tiny_handle("bert"), "good film")
+    long = explain.explain_text(tiny_handle("bert"), " ".join(["a good film"] * 20))
+    sizes = [len(json.dumps(layer_views.text_payload(e)["views"])) for e in (short, long)]
+    values_more = (len(long.display_positions()) - len(short.display_positions())) * 2 * long.num_layers
+    assert (sizes[1] - sizes[0]) / values_more < 12  # bytes per extra value: a rounded float and a comma
 
 
-def test_comparison_views_agreement_is_that_layers_spearman(tiny_handle: Callable[[str], object]) -> None:
+def test_comparison_payload_agreement_is_that_layers_spearman(tiny_handle: Callable[[str], object]) -> None:
     handle = tiny_handle("bert")
     text = "the film was good but far too long"
     a = explain.explain_text(handle, text, method="rollout")
     b = explain.explain_text(handle, text, method="attention")
-    views = layer_views.comparison_views(a, b)
+    payload = layer_views.comparison_payload(a, b)
     keep = ~np.asarray(a.special, dtype=bool)
     for i in range(a.num_layers):
-        view = views[view_key(i + 1, False)]
+        view = drawn(payload, i + 1, False)
         rho = scipy.stats.spearmanr(np.asarray(a.layer_scores[i])[keep], np.asarray(b.layer_scores[i])[keep])[0]
-        assert f"Spearman rank correlation</b> {rho:.3f}" in view.html
-        assert view.html.count("token-highlight") == 2
-        assert view.summary.startswith("A: ") and "\n\nB: " in view.summary
+        assert f"Spearman rank correlation</b> {rho:.3f}" in view["html"]
+        assert view["html"].count("token-highlight") == 2
+        assert view["summary"].startswith("A: ") and "\n\nB: " in view["summary"]

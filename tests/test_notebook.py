@@ -45,7 +45,7 @@ def test_quickstart_notebook_executes_and_renders_the_explorer(tmp_path, monkeyp
 
     text_page = _srcdoc(_outputs(code[1])["text/html"])
     assert "window.rolloutLayerExplorer" in text_page and "waiter" in text_page
-    assert 'data-view=\\"layer-6-cum\\"' in text_page  # default-text: 6 layers, opened at the last
+    assert '"marker": "layer-6-cum"' in text_page and '"layer": 6' in text_page  # default-text: 6 layers, the last
 
     assert _outputs(code[2])["text/plain"] == "True"
     svg = _outputs(code[3])["image/svg+xml"]

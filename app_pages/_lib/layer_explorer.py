@@ -1,8 +1,8 @@
 """The layer slider and the views it drives, switched in the browser.
 
-Every slider position is drawn once by `rollout_core.figures.layer_views` and sent with the page; the
-component (rollout_core/figures/layer_explorer.js, shared with the standalone HTML file; here a Streamlit v2
-component mounted in the page, not an iframe) swaps views on each move without a server round trip, then
+Every slider position is sent with the page as numbers (`rollout_core.figures.layer_views`); the component
+(rollout_core/figures/layer_explorer.js, shared with the standalone HTML file; here a Streamlit v2 component
+mounted in the page, not an iframe) colours and draws each move without a server round trip, then
 reports the chosen position (debounced) so the URL and the server-side views that follow the layer (the
 per-head grid) catch up. plotly.js is served by Streamlit's static file serving from `static/` beside app.py
 (copied there from the installed plotly package).
@@ -83,20 +83,19 @@ def _cached(build: Callable[..., Payload]) -> Callable[..., Payload]:
 
 @_cached
 def text_payload(expl: Explanation, shared_scale: bool = False) -> Payload:
-    return layer_views.views_payload(layer_views.text_views(expl, shared_scale=shared_scale))
+    return layer_views.text_payload(expl, shared_scale=shared_scale)
 
 
 @_cached
 def image_payload(expl: Explanation, colormap: str, shared_scale: bool = False) -> Payload:
-    """Overlay views drawn once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
-    return layer_views.views_payload(layer_views.image_views(expl, colormap=colormap, shared_scale=shared_scale))
+    """Overlay views sent once; their opacity is a control switched in the browser (OVERLAY_OPACITY)."""
+    return layer_views.image_payload(expl, colormap=colormap, shared_scale=shared_scale)
 
 
 @_cached
 def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", shared_scale: bool = False,
                        colormap: str = layer_views.DEFAULT_COLORMAP) -> Payload:
-    return layer_views.views_payload(layer_views.comparison_views(a, b, sides=sides, shared_scale=shared_scale,
-                                                                  colormap=colormap))
+    return layer_views.comparison_payload(a, b, sides=sides, shared_scale=shared_scale, colormap=colormap)
 
 
 def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",

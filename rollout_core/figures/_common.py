@@ -93,6 +93,13 @@ def colours_at(scale: str, values: np.ndarray, zmin: float, zmax: float) -> list
     return [tuple(int(v) for v in row) for row in np.round(rgb).astype(int)]
 
 
+def scale_stops(scale: str) -> list[list[float]]:
+    """A named scale as [position, r, g, b] stops (0..1, 0..255): what the browser's colour function interpolates
+    between (layer_colours.js `colourAt`, the twin of `colours_at`)."""
+    positions, stops = _resolved_scale(scale)
+    return [[float(p), *map(float, rgb)] for p, rgb in zip(positions, stops)]
+
+
 @lru_cache(maxsize=64)
 def _resolved_scale(scale: str) -> tuple[np.ndarray, np.ndarray]:
     """A named Plotly scale as (positions, RGB stops 0..255): looking a name up costs ~1 ms in Plotly."""

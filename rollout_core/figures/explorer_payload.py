@@ -1,8 +1,11 @@
 """The layer explorer's data contract: what Python sends to layer_explorer.js, as TypedDicts.
 
-The JS reads exactly these keys and builds none of its own: a view is `views[mode][layer - 1]` with mode
-`CUMULATIVE` or `RAW`; the page's `data-view` markers come with each view (`marker`); the traces a control
-changes are named in the control (`trace`, from the figure modules' trace-name constants).
+Numbers, not drawn views: the parts that stay the same while the slider moves (token texts, the photo, the
+figures' layout) are sent once as `panels`; each slider position (`views[mode][layer - 1]`, mode `CUMULATIVE`
+or `RAW`) sends only its scores (`series`, rounded floats), their colour-scale tops, titles and summary. The
+browser colours (layer_colours.js, the same function as `_common.colours_at`) and draws. The JS builds no keys
+of its own: the page's `data-view` markers come with each view and panel (`marker`); the traces a control or a
+panel changes are named by index or in the control (`trace`).
 """
 from __future__ import annotations
 
@@ -12,19 +15,54 @@ CUMULATIVE: Final = "cumulative"
 """`views` key of the cumulative maps (the explorer's default mode)."""
 RAW: Final = "raw"
 """`views` key of each layer's own attention (the raw-attention toggle)."""
+HIGHLIGHT: Final = "highlight"
+"""Panel kind: the text with each piece's background coloured by its value."""
+BARS: Final = "bars"
+"""Panel kind: a Plotly bar chart whose trace `trace` takes the values as heights and colours."""
+MAP: Final = "map"
+"""Panel kind: a Plotly heatmap whose trace `trace` takes the values as a `rows` x n/rows grid (row-major)."""
 
-SharedRef = TypedDict("SharedRef", {"$shared": int})
-"""A long string repeated across views, sent once: index into `Payload.shared`."""
+Piece = list[Union[int, str]]
+"""Highlight text, in reading order: [unit, *runs]. unit >= 0: a token coloured by series value `unit`; -1: plain
+text between tokens. Runs alternate text and control-character codes ("\\u202e", drawn as codes, never as the
+character): run 0, 2, ... are text, run 1, 3, ... codes."""
+
+
+class Panel(TypedDict):
+    """What a panel keeps while the slider moves. `series` indexes each view's `series` and `tops`. Highlight:
+    `pieces`, colours from `Payload.scales[scale]`, `figure` {}. Bars/map: `figure` is Plotly JSON without its
+    template, whose trace `trace` takes the values (map: as `rows` rows). `heading`: plain text above ("" none)."""
+
+    kind: str
+    series: int
+    heading: str
+    scale: str
+    pieces: list[Piece]
+    figure: dict[str, Any]
+    trace: int
+    rows: int
+
+
+class PanelView(TypedDict):
+    """One panel at one slider position: its title and its `data-view` marker ("" none)."""
+
+    title: str
+    marker: str
 
 
 class ViewData(TypedDict):
-    """One slider position: escaped HTML, Plotly figures without their template, a plain-text summary, and the
-    marker the page puts in the explorer's `data-view` (the same as in the view's own HTML)."""
+    """One slider position: values per series (rounded to `layer_views.DIGITS` significant digits) and their
+    colour-scale tops, one PanelView per panel, a plain-text summary, the `data-view` marker of the explorer,
+    escaped HTML drawn by the core below the highlights ("" none) and whole Plotly figures drawn by the server
+    after the panels' (without template; compare's difference)."""
 
-    html: Union[str, SharedRef]
-    figures: list[dict[str, Any]]
-    summary: Union[str, SharedRef]
+    series: list[list[float]]
+    tops: list[float]
+    panels: list[PanelView]
+    summary: str
     marker: str
+    html: str
+    figures: list[dict[str, Any]]
 
 
 class ModeViews(TypedDict):
@@ -35,12 +73,14 @@ class ModeViews(TypedDict):
 
 
 class Payload(TypedDict):
-    """All views of one explanation (`layer_views.views_payload`); `id` is a digest of the rest."""
+    """All views of one explanation (`layer_views.*_payload`); `id` is a digest of the rest. `scales`: each colour
+    scale the browser applies, as [position, r, g, b] stops (0..1, 0..255)."""
 
     id: str
+    panels: list[Panel]
     views: ModeViews
     template: Any
-    shared: list[str]
+    scales: dict[str, list[list[float]]]
 
 
 class ControlSpec(TypedDict):

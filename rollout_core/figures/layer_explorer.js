@@ -1,9 +1,11 @@
-// The layer slider and the views it drives, switched in the browser: every slider position was drawn by
-// rollout_core.figures.layer_views, so a move only swaps what is shown (no round trip to the server).
+// The layer slider and the views it drives, drawn in the browser from numbers: rollout_core.figures.layer_views
+// sends what stays fixed once (token texts, the photo, the figures' layout: payload.panels) and per slider position
+// only its scores, tops, titles and summary, so a move draws here with no round trip to the server.
 // The chosen position is reported back (debounced) so the URL and server-side views can follow.
 // `data` is an ExplorerData (rollout_core/figures/explorer_payload.py, the contract): a view is
-// payload.views[mode][layer - 1], its `marker` goes into data-view; a control names the trace it sets.
-// Nothing here builds a key or a trace name. The views' HTML comes from the core, which escapes all user text.
+// payload.views[mode][layer - 1], its markers go into data-view; panels and controls name the traces they set.
+// Nothing here builds a key or a trace name. Token texts are user text: they only ever go in as textContent;
+// the only HTML inserted is the view's `html`, which the core escapes. Colours: layer_colours.js (colourAt).
 
 const REPORT_DELAY_MS = 250;
 const plotlyLoads = {};
@@ -22,13 +24,102 @@ function loadPlotly(url) {
   return plotlyLoads[url];
 }
 
-function unshare(value, shared) {
-  if (Array.isArray(value)) return value.map((item) => unshare(item, shared));
-  if (value && typeof value === "object") {
-    if (Object.keys(value).length === 1 && "$shared" in value) return shared[value.$shared];
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, unshare(v, shared)]));
+const SPAN_STYLE = "padding:0.1em 0.15em;border-radius:0.25em;";
+const LEGEND_STYLE = "display:flex;align-items:center;gap:0.5em;font-size:0.8em;margin-top:0.3em";
+const BAR_STYLE = "display:inline-block;width:12em;height:0.8em;border-radius:0.2em;";
+
+function element(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+// A panel's runs (text, control code, text, ...) into `target`, as text nodes and code chips.
+function appendRuns(target, runs) {
+  runs.forEach((run, k) => {
+    if (k % 2 === 0) {
+      if (run) target.appendChild(document.createTextNode(run));
+      return;
+    }
+    const code = element("span", "ctrl-char", run);
+    code.style.cssText = "font-family:monospace;opacity:0.7";
+    target.appendChild(code);
+  });
+}
+
+// The token highlight (rollout_core.figures.text.token_highlight_html, drawn here) and its legend.
+function highlight(panel, stops, values, top, panelView) {
+  const box = element("div", "token-highlight");
+  box.dataset.view = panelView.marker;
+  box.style.cssText = "line-height:2.2;white-space:pre-wrap";
+  for (const [unit, ...runs] of panel.pieces) {
+    if (unit < 0) {
+      appendRuns(box, runs);
+      continue;
+    }
+    const value = values[unit];
+    const rgb = colourAt(stops, value, 0, top);
+    const span = element("span", "tok");
+    appendRuns(span, runs);
+    span.dataset.score = String(value);
+    span.title = `${runs.join("")}: ${formatG(value, 6)} (${(100 * value).toFixed(2)}% of the shown mass)`;
+    span.style.cssText = `${SPAN_STYLE}background:rgb(${rgb.join(",")});color:${inkFor(rgb)}`;
+    box.appendChild(span);
   }
-  return value;
+  const legend = element("div", "token-legend");
+  legend.style.cssText = LEGEND_STYLE;
+  const gradient = element("span");
+  const colours = Array.from({ length: 11 }, (_, k) => `rgb(${colourAt(stops, k / 10, 0, 1).join(",")})`);
+  gradient.style.cssText = `${BAR_STYLE}background:linear-gradient(to right,${colours.join(",")})`;
+  legend.append(element("span", "", "0"), gradient, element("span", "", formatG(top, 3)),
+                element("span", "", `${panelView.title}: share of the shown mass`));
+  return [box, legend];
+}
+
+// A figure panel at one view: the base figure with this view's values (bars: heights and colours; map: a grid).
+function panelFigure(panel, values, top, panelView) {
+  const { figure } = panel;
+  const data = figure.data.map((trace, i) => {
+    if (i !== panel.trace) return trace;
+    if (panel.kind === "bars") return { ...trace, y: values, marker: { ...trace.marker, color: values, cmax: top } };
+    const cols = values.length / panel.rows;
+    const z = Array.from({ length: panel.rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
+    return { ...trace, z, zmax: top };
+  });
+  const layout = { ...figure.layout, title: { ...(figure.layout.title || {}), text: panelView.title } };
+  if (panel.kind === "bars") layout.yaxis = { ...figure.layout.yaxis, range: [0, top * 1.05] };
+  return { data, layout };
+}
+
+// The view's highlights (side by side under their headings when several) and the core's HTML below them.
+function drawHtml(box, payload, view) {
+  const parts = [];
+  payload.panels.forEach((panel, i) => {
+    if (panel.kind !== "highlight") return;
+    const nodes = highlight(panel, payload.scales[panel.scale], view.series[panel.series],
+                            view.tops[panel.series], view.panels[i]);
+    parts.push({ heading: panel.heading, nodes });
+  });
+  const children = [];
+  if (parts.length === 1 && !parts[0].heading) children.push(...parts[0].nodes);
+  else if (parts.length) {
+    const row = element("div");
+    row.style.cssText = "display:flex;gap:1.5em";
+    for (const part of parts) {
+      const column = element("div");
+      column.style.cssText = "flex:1;min-width:0";
+      const heading = element("p");
+      heading.appendChild(element("b", "", part.heading));
+      column.append(heading, ...part.nodes);
+      row.appendChild(column);
+    }
+    children.push(row);
+  }
+  const extra = element("div");
+  extra.innerHTML = view.html; // escaped by the core (layer_views)
+  children.push(...extra.childNodes);
+  box.replaceChildren(...children);
 }
 
 function build(parent) {
@@ -82,16 +173,24 @@ export default function (component) {
     }));
   }
 
-  const views = data.payload.views;
-  const shared = data.payload.shared;
-  const resolved = { cumulative: [], raw: [] };
+  const payload = data.payload;
+  const views = payload.views;
   const figureBox = root.querySelector(".lx-figures");
   const errorBox = root.querySelector(".lx-error");
 
   function current() {
     const mode = state.raw ? "raw" : "cumulative";
     const i = state.layer - 1;
-    return resolved[mode][i] || (resolved[mode][i] = unshare(views[mode][i], shared));
+    return views[mode][i];
+  }
+
+  function figuresOf(view) {
+    const drawn = [];
+    payload.panels.forEach((panel, i) => {
+      if (panel.kind === "highlight") return;
+      drawn.push(panelFigure(panel, view.series[panel.series], view.tops[panel.series], view.panels[i]));
+    });
+    return drawn.concat(view.figures);
   }
 
   function show() {
@@ -99,18 +198,19 @@ export default function (component) {
     slider.value = String(state.layer);
     toggle.checked = state.raw;
     root.querySelector(".lx-value").textContent = `${state.layer} / ${data.layers}`;
-    root.querySelector(".lx-html").innerHTML = view.html;
+    drawHtml(root.querySelector(".lx-html"), payload, view);
     root.querySelector(".lx-summary").textContent = view.summary;
     root.dataset.view = view.marker;
-    while (figureBox.children.length > view.figures.length) figureBox.lastChild.remove();
-    while (figureBox.children.length < view.figures.length) figureBox.appendChild(document.createElement("div"));
-    if (!view.figures.length || !data.plotly_url) return; // no plotly.js: the page says why
+    const figures = figuresOf(view);
+    while (figureBox.children.length > figures.length) figureBox.lastChild.remove();
+    while (figureBox.children.length < figures.length) figureBox.appendChild(document.createElement("div"));
+    if (!figures.length || !data.plotly_url) return; // no plotly.js: the page says why
     loadPlotly(data.plotly_url).then((Plotly) => {
       if (current() !== view) return; // the slider moved on meanwhile
       const style = getComputedStyle(root); // follow the app's font and theme (light or dark)
       const font = { family: style.fontFamily, color: style.color };
-      view.figures.forEach((figure, i) => {
-        const layout = { paper_bgcolor: "rgba(0,0,0,0)", ...figure.layout, template: data.payload.template,
+      figures.forEach((figure, i) => {
+        const layout = { paper_bgcolor: "rgba(0,0,0,0)", ...figure.layout, template: payload.template,
                          font: { ...font, ...figure.layout.font } };
         const traces = figure.data.map((trace) => controls.reduce((t, c) => (
           t.name === c.trace ? { ...t, [c.attribute]: state.controls[c.key] } : t), trace));
@@ -150,9 +250,9 @@ export default function (component) {
     report();
   };
 
-  if (state.id !== data.payload.id) {
+  if (state.id !== payload.id) {
     state.layer = Math.max(1, Math.min(state.id === null ? data.layer : state.layer, data.layers));
-    state.id = data.payload.id;
+    state.id = payload.id;
     show();
   }
   return () => clearTimeout(state.timer);

@@ -1,11 +1,11 @@
-"""Every position of a layer slider, drawn ahead of time, so a browser can switch layers without a server.
+"""Every position of a layer slider as numbers, so a browser can switch layers (and draw them) without a server.
 
 What a layer slider drives (the text page's highlight and bars, the image page's overlay and patch grid,
-the compare page's two sides and their difference) is a function of (layer, raw attention or not).
-`layer_views` draws it for every layer in both modes, on one colour scale per mode so colours stay
-comparable while the slider moves; `views_payload` packs the views into one JSON-ready dict for a viewer
-that only swaps what is shown: Plotly figures as plain JSON with their shared template stored once, and
-long strings repeated across views (an image's PNG) stored once.
+the compare page's two sides and their difference) is a function of (layer, raw attention or not). The
+`*_payload` functions send what stays fixed once (token texts, the photo, the figures' layout: `panels`) and
+per position only its scores, rounded to `DIGITS` significant digits, with their colour-scale tops (one per mode
+over every layer with `shared_scale`, else each layer its own), titles and summary: the size grows as
+layers x tokens floats, not as drawn HTML and figures. layer_explorer.js colours and draws them.
 """
 from __future__ import annotations
 
@@ -16,28 +16,21 @@ import math
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import plotly.graph_objects as go
 
 from rollout_core import compare
 from rollout_core.explanation import Explanation
-from rollout_core.figures._common import row_scores, view_title
+from rollout_core.figures._common import SCORE_SCALE, positive_max, row_scores, scale_stops, view_title
 from rollout_core.figures.comparison import difference_figure, shared_zmax
-from rollout_core.figures.explorer_payload import CUMULATIVE, RAW, ControlSpec, ModeViews, Payload, ViewData
+from rollout_core.figures.explorer_payload import (BARS, CUMULATIVE, HIGHLIGHT, MAP, RAW, ControlSpec, Panel,
+                                                   PanelView, Payload, ViewData)
 from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
-from rollout_core.figures.text import score_bar, token_highlight_html
+from rollout_core.figures.text import highlight_pieces, score_bar
 from rollout_core.summary import summarize
 
-SHARED_MIN_CHARS = 1024
-"""Strings at least this long that occur in more than one view are sent once (`views_payload`)."""
-
-
-@dataclass(frozen=True)
-class LayerView:
-    """What one slider position shows: escaped HTML (from the core's builders), figures, a plain-text summary."""
-
-    html: str = ""
-    figures: tuple[go.Figure, ...] = ()
-    summary: str = ""
+DIGITS = 4
+"""Significant digits of the scores sent per slider position (hover and bar heights show these)."""
 
 
 @dataclass(frozen=True)
@@ -72,9 +65,9 @@ def view_key(layer: int, raw: bool) -> str:
     return f"layer-{int(layer)}-{'raw' if raw else 'cum'}"
 
 
-def layer_views(num_layers: int, draw: Callable[[int, bool, str], LayerView]) -> dict[str, LayerView]:
-    """`draw(layer_index, raw, key)` for every layer (index 0 = slider position 1) in both modes."""
-    return {view_key(i + 1, raw): draw(i, raw, view_key(i + 1, raw)) for raw in (False, True) for i in range(num_layers)}
+def rounded(values: Any) -> list[float]:
+    """`values` (any shape, flattened row-major) to `DIGITS` significant digits, as the payload sends them."""
+    return [float(f"{v:.{DIGITS}g}") for v in np.asarray(values, np.float64).ravel().tolist()]
 
 
 def scale_tops(*expls: Explanation, num_layers: int | None = None) -> dict[bool, float]:
@@ -88,32 +81,92 @@ def _tops(expls: tuple[Explanation, ...], shared_scale: bool) -> dict[bool, floa
     return scale_tops(*expls) if shared_scale else {False: None, True: None}
 
 
-def text_views(expl: Explanation, *, shared_scale: bool = False) -> dict[str, LayerView]:
-    """Highlight, bar chart and summary of a text explanation at every slider position; each layer on its own
-    colour scale (0 to its largest share) unless `shared_scale` puts every layer of a mode on one."""
+class _Figures:
+    """Plotly figures as JSON without their template (kept once, in `template`)."""
+
+    def __init__(self) -> None:
+        self.template: Any = None
+
+    def __call__(self, fig: go.Figure) -> dict[str, Any]:
+        spec = json.loads(fig.to_json())
+        self.template = spec.get("layout", {}).pop("template", self.template)
+        return spec
+
+
+def _highlight(series: int, heading: str, expl: Explanation) -> Panel:
+    return {"kind": HIGHLIGHT, "series": series, "heading": heading, "scale": SCORE_SCALE,
+            "pieces": highlight_pieces(expl), "figure": {}, "trace": 0, "rows": 0}
+
+
+def _bars(series: int, spec: dict[str, Any]) -> Panel:
+    """A bar chart whose heights and colours come from each view (the base's own are left out)."""
+    spec["data"][0]["y"], spec["data"][0]["marker"]["color"] = [], []
+    return {"kind": BARS, "series": series, "heading": "", "scale": "", "pieces": [], "figure": spec,
+            "trace": 0, "rows": 0}
+
+
+def _map(series: int, spec: dict[str, Any], rows: int, trace_name: str | None = None) -> Panel:
+    """A heatmap (trace `trace_name`, default the first) whose grid comes from each view."""
+    trace = next((i for i, t in enumerate(spec["data"]) if t.get("name") == trace_name), 0)
+    spec["data"][trace]["z"] = []
+    return {"kind": MAP, "series": series, "heading": "", "scale": "", "pieces": [], "figure": spec,
+            "trace": trace, "rows": rows}
+
+
+def _view(series: list[np.ndarray], tops: list[float | None], panels: list[tuple[str, str]], summary: str,
+          marker: str, html_text: str = "", figures: list[dict[str, Any]] | None = None) -> ViewData:
+    """One slider position; a top of None is the series' own largest value."""
+    views: list[PanelView] = [{"title": title, "marker": mark} for title, mark in panels]
+    return {"series": [rounded(s) for s in series],
+            "tops": [positive_max(s) if top is None else float(top) for s, top in zip(series, tops)],
+            "panels": views, "summary": summary, "marker": marker, "html": html_text, "figures": figures or []}
+
+
+def _payload(panels: list[Panel], layers: int, draw: Callable[[int, bool, str], ViewData], template: Any
+             ) -> Payload:
+    """Every position of both modes, the colour scales the highlights use, and a digest of it all as `id`."""
+    views = {mode: [draw(i, raw, view_key(i + 1, raw)) for i in range(layers)]
+             for mode, raw in ((CUMULATIVE, False), (RAW, True))}
+    scales = {p["scale"]: scale_stops(p["scale"]) for p in panels if p["kind"] == HIGHLIGHT}
+    body = {"panels": panels, "views": views, "template": template, "scales": scales}
+    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
+    return {"id": digest, "panels": panels, "views": {CUMULATIVE: views[CUMULATIVE], RAW: views[RAW]},
+            "template": template, "scales": scales}
+
+
+def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool = True) -> Payload:
+    """Highlight, bar chart (unless not `figures`) and summary of a text explanation at every slider position;
+    each layer on its own colour scale (0 to its largest share) unless `shared_scale` puts every layer of a
+    mode on one. Both panels draw the same series: the display scores."""
     tops = _tops((expl,), shared_scale)
+    plot = _Figures()
+    panels = [_highlight(0, "", expl)] + ([_bars(0, plot(score_bar(expl, layer=0)))] if figures else [])
 
-    def draw(index: int, raw: bool, key: str) -> LayerView:
-        view = dict(layer=index, raw_attention=raw, zmax=tops[raw])
-        return LayerView(html=token_highlight_html(expl, marker=key, **view), figures=(score_bar(expl, **view),),
-                         summary=summarize(expl, layer=index, raw_attention=raw))
+    def draw(index: int, raw: bool, key: str) -> ViewData:
+        title = view_title(expl, index, raw)
+        return _view([expl.display_scores(row_scores(expl, index, raw))], [tops[raw]],
+                     [(title, key), (title, "")][:len(panels)], summarize(expl, layer=index, raw_attention=raw), key)
 
-    return layer_views(expl.num_layers, draw)
+    return _payload(panels, expl.num_layers, draw, plot.template)
 
 
-def image_views(expl: Explanation, *, opacity: float = 0.5, colormap: str = DEFAULT_COLORMAP,
-                shared_scale: bool = False) -> dict[str, LayerView]:
-    """Overlay, patch grid and summary of an image explanation at every slider position; each layer on its own
-    colour scale unless `shared_scale` (as in text_views)."""
+def image_payload(expl: Explanation, *, colormap: str = DEFAULT_COLORMAP, shared_scale: bool = False,
+                  figures: bool = True, opacity: float = 0.5) -> Payload:
+    """Overlay, patch grid (unless not `figures`) and summary of an image explanation at every slider position;
+    each layer on its own colour scale unless `shared_scale` (as in text_payload)."""
     tops = _tops((expl,), shared_scale)
+    plot = _Figures()
+    rows = expl.grid[0] if expl.grid else 0
+    panels = [_map(0, plot(image_overlay(expl, layer=0, colormap=colormap, opacity=opacity)), rows, OVERLAY_TRACE),
+              _map(0, plot(patch_heatmap(expl, layer=0, colormap=colormap)), rows)] if figures else []
 
-    def draw(index: int, raw: bool, key: str) -> LayerView:
-        view = dict(layer=index, raw_attention=raw, zmax=tops[raw], colormap=colormap)
-        return LayerView(html=f'<div class="image-view" data-view="{key}"></div>',
-                         figures=(image_overlay(expl, opacity=opacity, **view), patch_heatmap(expl, **view)),
-                         summary=summarize(expl, layer=index, raw_attention=raw))
+    def draw(index: int, raw: bool, key: str) -> ViewData:
+        title = view_title(expl, index, raw)
+        return _view([expl.score_map(row_scores(expl, index, raw))], [tops[raw]], [(title, "")] * len(panels),
+                     summarize(expl, layer=index, raw_attention=raw), key,
+                     f'<div class="image-view" data-view="{html.escape(key, quote=True)}"></div>')
 
-    return layer_views(expl.num_layers, draw)
+    return _payload(panels, expl.num_layers, draw, plot.template)
 
 
 SIDE_SCALES = ("shared", "each")
@@ -137,105 +190,43 @@ def _side_tops(a: Explanation, b: Explanation, layers: int, sides: str, shared_s
     return lambda index, raw: (None, None)
 
 
-def comparison_views(a: Explanation, b: Explanation, *, sides: str = "shared", shared_scale: bool = False,
-                     colormap: str = DEFAULT_COLORMAP, opacity: float = 0.5) -> dict[str, LayerView]:
+def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared", shared_scale: bool = False,
+                       colormap: str = DEFAULT_COLORMAP, opacity: float = 0.5) -> Payload:
     """Both sides, their agreement and difference at every slider position up to the shorter model's depth
     (each side shows its own layer of that number). Colour scales: `sides` "shared" (one for both) or "each",
-    per layer unless `shared_scale` (one over every layer). Images: each side's map over its photo, titled
-    with its model and method."""
+    per layer unless `shared_scale` (one over every layer). Text: the two highlights; images: each side's map
+    over its photo, titled with its model and method. The difference figure is drawn here, per position."""
     layers = min(a.num_layers, b.num_layers)
     tops = _side_tops(a, b, layers, sides, shared_scale)
     header = {"A": f"A: {a.model_name}, {a.method}", "B": f"B: {b.model_name}, {b.method}"}
+    plot = _Figures()
+    sides_ = (("A", a), ("B", b))
+    if a.kind == "text":
+        panels = [_highlight(i, header[name], expl) for i, (name, expl) in enumerate(sides_)]
+    else:
+        panels = [_map(i, plot(image_overlay(expl, layer=0, opacity=opacity, colormap=colormap)), expl.grid[0],
+                       OVERLAY_TRACE) for i, (_, expl) in enumerate(sides_)]
 
-    def side(expl: Explanation, name: str, index: int, raw: bool, key: str, top: float | None
-             ) -> tuple[str, tuple[go.Figure, ...]]:
-        view = dict(layer=index, raw_attention=raw, zmax=top)
+    def shown(expl: Explanation, index: int, raw: bool) -> np.ndarray:
+        row = row_scores(expl, index, raw)
+        return expl.display_scores(row) if expl.kind == "text" else expl.score_map(row)
+
+    def title(name: str, expl: Explanation, index: int, raw: bool, key: str) -> tuple[str, str]:
         if expl.kind == "text":
-            return token_highlight_html(expl, marker=f"{name}-{key}", **view), ()
-        fig = image_overlay(expl, opacity=opacity, colormap=colormap, **view)
-        fig.update_layout(title=html.escape(f"{header[name]} · {view_title(expl, index, raw)}"))
-        return "", (fig,)
+            return view_title(expl, index, raw), f"{name}-{key}"
+        return html.escape(f"{header[name]} · {view_title(expl, index, raw)}"), ""
 
-    def draw(index: int, raw: bool, key: str) -> LayerView:
-        result = compare.compare(a, b, scores_a=row_scores(a, index, raw),
-                                 scores_b=row_scores(b, index, raw))
-        top_a, top_b = tops(index, raw)
-        (html_a, figs_a), (html_b, figs_b) = side(a, "A", index, raw, key, top_a), side(b, "B", index, raw, key, top_b)
+    def draw(index: int, raw: bool, key: str) -> ViewData:
+        result = compare.compare(a, b, scores_a=row_scores(a, index, raw), scores_b=row_scores(b, index, raw))
         spearman = "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}"
         agreement = (f'<p class="agreement" data-view="{key}"><b>Spearman rank correlation</b> {spearman} · '
                      f'<b>top-{result.k} overlap</b> {result.top_k_overlap:.0%} · '
                      f'<b>units compared</b> {len(result.units)}</p>')
-        columns = ""
-        if a.kind == "text":
-            columns = "".join(f'<div style="flex:1;min-width:0"><p><b>{html.escape(header[name])}</b></p>{body}</div>'
-                              for name, body in (("A", html_a), ("B", html_b)))
-            columns = f'<div style="display:flex;gap:1.5em">{columns}</div>'
         summaries = (f"A: {summarize(a, layer=index, raw_attention=raw)}\n\n"
                      f"B: {summarize(b, layer=index, raw_attention=raw)}")
-        return LayerView(html=f"{columns}{agreement}",
-                         figures=figs_a + figs_b + (difference_figure(a, b, layer=index, raw_attention=raw,
-                                                                      comparison=result),),
-                         summary=summaries)
+        difference = plot(difference_figure(a, b, layer=index, raw_attention=raw, comparison=result))
+        return _view([shown(a, index, raw), shown(b, index, raw)], list(tops(index, raw)),
+                     [title(name, expl, index, raw, key) for name, expl in sides_], summaries, key, agreement,
+                     [difference])
 
-    return layer_views(layers, draw)
-
-
-def views_payload(views: dict[str, LayerView]) -> Payload:
-    """The views (all of `layer_views`) as the explorer's `Payload`: {"id", "views": {mode: [view per layer]},
-    "template", "shared"}, each view {"html", "figures", "summary", "marker"}. Figures are Plotly JSON without
-    their template (one "template" for all); any string of at least `SHARED_MIN_CHARS` characters found in more
-    than one view is replaced by {"$shared": i} into "shared". "id" is a digest of the content, so a viewer can
-    tell a new explanation from a repeated one."""
-    layers = len(views) // 2
-    expected = {view_key(k, raw) for k in range(1, layers + 1) for raw in (False, True)}
-    if set(views) != expected:
-        raise ValueError(f"views must hold every layer in both modes ({sorted(expected)}), not {sorted(views)}")
-    template: Any = None
-    packed: list[ViewData] = []  # cumulative layers 1..n, then raw layers 1..n
-    for raw in (False, True):
-        for k in range(1, layers + 1):
-            view = views[view_key(k, raw)]
-            figures = []
-            for fig in view.figures:
-                spec = json.loads(fig.to_json())
-                template = spec.get("layout", {}).pop("template", template)
-                figures.append(spec)
-            packed.append({"html": view.html, "figures": figures, "summary": view.summary,
-                           "marker": view_key(k, raw)})
-    shared: list[str] = []
-    packed = _share_strings(packed, shared)
-    by_mode: ModeViews = {CUMULATIVE: packed[:layers], RAW: packed[layers:]}
-    body = {"views": by_mode, "template": template, "shared": shared}
-    digest = hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()[:16]
-    return {"id": digest, "views": by_mode, "template": template, "shared": shared}
-
-
-def _share_strings(packed: list[ViewData], shared: list[str]) -> list[ViewData]:
-    """Replace long strings occurring in two or more views by references into `shared` (filled here)."""
-    seen: dict[str, set[int]] = {}
-
-    def collect(value: Any, owner: int) -> None:
-        if isinstance(value, str) and len(value) >= SHARED_MIN_CHARS:
-            seen.setdefault(value, set()).add(owner)
-        elif isinstance(value, dict):
-            for item in value.values():
-                collect(item, owner)
-        elif isinstance(value, list):
-            for item in value:
-                collect(item, owner)
-
-    for owner, view in enumerate(packed):
-        collect(view, owner)
-    index = {text: i for i, text in enumerate(t for t, owners in seen.items() if len(owners) > 1)}
-    shared.extend(index)
-
-    def replace(value: Any) -> Any:
-        if isinstance(value, str) and value in index:
-            return {"$shared": index[value]}
-        if isinstance(value, dict):
-            return {k: replace(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [replace(v) for v in value]
-        return value
-
-    return [replace(view) for view in packed]
+    return _payload(panels, layers, draw, plot.template)

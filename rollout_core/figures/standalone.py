@@ -1,9 +1,9 @@
 """One explanation as a self-contained HTML page: the app's layer explorer without a server.
 
-The page carries every slider position (drawn by `layer_views`), the explorer's own JS and CSS (the very files
-the dashboard mounts, layer_explorer.js/.css beside this module) and, when it has figures, plotly.js inlined
+The page carries every slider position (as numbers, from `layer_views`), the explorer's own JS and CSS (the very
+files the dashboard mounts, layer_colours.js, layer_explorer.js/.css beside this module) and, when it has figures, plotly.js inlined
 from the installed plotly package: it works offline, opened by double-click. All user text reaches the page
-escaped: the views' HTML is escaped by the core's builders, the title here, and the JSON data cannot close
+escaped: the explorer draws token texts as text nodes, the title is escaped here, and the JSON data cannot close
 its script element (every "<" is written as \\u003c).
 """
 from __future__ import annotations
@@ -36,8 +36,11 @@ _FIT_FRAME = ("(function(){const fit=()=>{const f=window.frameElement;if(f)f.sty
 
 
 def explorer_asset(kind: str) -> str:
-    """The explorer's "js" or "css" source, as the dashboard's component mounts it."""
-    return (Path(__file__).with_name(f"layer_explorer.{kind}")).read_text(encoding="utf-8")
+    """The explorer's "js" (its colour functions, layer_colours.js, then layer_explorer.js) or "css" source, as
+    the dashboard's component mounts it."""
+    here = Path(__file__).parent
+    names = ["layer_colours.js", "layer_explorer.js"] if kind == "js" else [f"layer_explorer.{kind}"]
+    return "\n".join((here / name).read_text(encoding="utf-8") for name in names)
 
 
 @lru_cache(maxsize=1)
@@ -71,13 +74,11 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
     if not 1 <= position <= expl.num_layers:
         raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
     if expl.kind == "image":
-        views = layer_views.image_views(expl, colormap=colormap)
+        payload = layer_views.image_payload(expl, colormap=colormap, figures=figures)
         controls = [layer_views.OVERLAY_OPACITY.spec(opacity)]
     else:
-        views, controls = layer_views.text_views(expl), []
-    if not figures:
-        views = {key: layer_views.LayerView(html=v.html, summary=v.summary) for key, v in views.items()}
-    return {"payload": layer_views.views_payload(views), "layers": expl.num_layers, "layer": position,
+        payload, controls = layer_views.text_payload(expl, figures=figures), []
+    return {"payload": payload, "layers": expl.num_layers, "layer": position,
             "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": raw_label(expl.method),
             "plotly_url": "inline" if figures else "", "controls": controls}
 

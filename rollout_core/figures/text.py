@@ -40,6 +40,45 @@ def escape_visible(text: str) -> str:
     return "".join(out)
 
 
+def code_runs(text: str) -> list[str]:
+    """`text` split at its control/format characters: [text, code, text, ...] (runs 1, 3, ... are codes such as
+    "\\u202e"), the browser's form of `escape_visible` (explorer_payload.Piece)."""
+    runs = [""]
+    for char in text:
+        if is_hidden(char):
+            runs += [visible_code(char), ""]
+        else:
+            runs[-1] += char
+    return runs
+
+
+def highlight_pieces(expl: Explanation) -> list[list[int | str]]:
+    """The token highlight's text as the explorer's pieces ([unit, *code_runs], explorer_payload.Piece), the same
+    text `token_highlight_html` draws (tokens only, special tokens left out): unit k is display position k (its
+    value is `display_scores()[k]`), -1 is text between tokens."""
+    spans = {pos: (s, e) for pos, s, e in token_spans(expl)}
+    text = expl.text if expl.text is not None and expl.offsets is not None else None
+    pieces: list[list[int | str]] = []
+    cursor = 0
+    for unit, pos in enumerate(expl.display_positions().tolist()):
+        if text is not None:
+            start, end = spans[pos]
+            if end <= start:
+                continue  # a piece sharing characters with the previous token: its share is in the bars
+            if start > cursor:
+                pieces.append([-1, *code_runs(text[cursor:start])])
+            label = text[start:end]
+            cursor = max(cursor, end)
+        else:
+            if pieces:
+                pieces.append([-1, " "])
+            label = clean_token(expl.tokens[pos])
+        pieces.append([unit, *code_runs(label)])
+    if text is not None and cursor < len(text):
+        pieces.append([-1, *code_runs(text[cursor:])])
+    return pieces
+
+
 def _attr(text: str) -> str:
     """An escaped attribute value (hover title) with control/format characters written as codes."""
     return html.escape(visible(text), quote=True)

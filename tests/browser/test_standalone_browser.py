@@ -8,15 +8,20 @@ import numpy as np
 import pytest
 
 import rollout_core as rc
+from rollout_core.figures import layer_views
+from rollout_core.figures._common import SCORE_SCALE, colours_at
 
 pytestmark = pytest.mark.browser
 
 HOSTILE = "the cat <img src=x onerror=alert(1)> sat on the mat"
 WAIT = 30_000
 
+SENT = 0.5 * 10 ** (1 - layer_views.DIGITS)
+"""Relative precision of the numbers the page carries (rounded to 4 significant digits)."""
+
 
 def _bars(tab: Any) -> list[float]:
-    """The heights of the drawn bars (Plotly's decoded trace data: the figure JSON sends them base64-packed)."""
+    """The heights of the drawn bars (Plotly's trace data, as the explorer set it from the view's numbers)."""
     return tab.evaluate("() => Array.from(document.querySelector('.lx-figures .js-plotly-plot')._fullData[0].y)")
 
 
@@ -42,7 +47,13 @@ def test_standalone_file_works_offline_and_its_slider_switches_the_view(browser:
         tab.goto(path.as_uri())
         tab.wait_for_selector(f".lx-root[data-view='layer-{layers}-cum']", state="attached", timeout=WAIT)
         tab.wait_for_selector(".lx-figures .js-plotly-plot", timeout=WAIT)
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), atol=1e-9)
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), rtol=SENT, atol=0)
+        # each token coloured by the browser as colours_at colours its sent value (per-layer scale: 0 to its top)
+        drawn = tab.evaluate("() => Array.from(document.querySelectorAll('.token-highlight .tok'), "
+                             "s => [Number(s.dataset.score), getComputedStyle(s).backgroundColor])")
+        top = float(expl.display_scores(expl.layer_scores[-1]).max())
+        expected = colours_at(SCORE_SCALE, np.array([v for v, _ in drawn]), 0.0, top)
+        assert [bg for _, bg in drawn] == [f"rgb({r}, {g}, {b})" for r, g, b in expected] and len(drawn) > 5
         highlight = tab.locator(".lx-html")
         assert highlight.locator("img").count() == 0 and "<img src=x onerror=alert(1)>" in highlight.inner_text()
         before = highlight.inner_html()
@@ -56,12 +67,12 @@ def test_standalone_file_works_offline_and_its_slider_switches_the_view(browser:
         tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === '{layers - 1} / {layers}'",
                               timeout=WAIT)
         tab.wait_for_timeout(300)  # Plotly.react of the new bars
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), atol=1e-9)
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), rtol=SENT, atol=0)
 
         tab.locator(".lx-toggle input").check()
         tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-raw']", state="attached", timeout=WAIT)
         tab.wait_for_timeout(300)
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), atol=1e-9)
+        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), rtol=SENT, atol=0)
         assert not errors, errors
         assert all(url.startswith("file:") for url in requests), requests
     finally:
