@@ -49,7 +49,7 @@ def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, ra
         from rollout_core.maths.sinks import describe_sink_facts
 
         parts.append(f"Attention sinks: {describe_sink_facts(sinks, expl.tokens)}"
-                     + (" Sink-free rollout drops them layer by layer (never the explained row's own position)." if expl.method == "sink_free" else ""))
+                     + (" Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual)." if expl.method == "sink_free" else ""))
     if expl.truncation:
         t = expl.truncation
         parts.append(

@@ -62,12 +62,12 @@ def test_sink_free_method_equals_the_naive_loop(planted):
     n = len(e.tokens)
     sinks = np.zeros((e.num_layers, 1, n), dtype=bool)
     for layer, positions in enumerate(plain.extras["sinks"]["positions"]):
-        sinks[layer, 0, [p for p in positions if p != 0]] = True  # the explained [CLS] row is never dropped
+        sinks[layer, 0, positions] = True
     assert sinks[0, 0].sum() == 1
     expected = _naive_sink_free(e.head_attention[:, None], sinks)[0, 0]
     np.testing.assert_allclose(e.scores, expected, atol=1e-6)
     assert np.abs(e.scores - plain.scores).max() > 0.05  # dropping the sink changed the map
-    assert "Sink-free rollout drops them" in summarize(e)
+    assert "Sink-free rollout drops the attention paid to them" in summarize(e)
 
 
 def test_no_sink_no_sentence(tiny_handle):
