@@ -14,33 +14,17 @@ filler phrases. Held-out polar words are single WordPiece tokens of the base enc
 """
 from __future__ import annotations
 
-import csv
 import importlib.resources
 import json
 import random
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
-POSITIVE = "POSITIVE"
-NEGATIVE = "NEGATIVE"
-LABELS = (NEGATIVE, POSITIVE)
+from rollout_core.data.sentiment_sets import (  # noqa: F401 (re-exported: the public names of this module)
+    LABELS, MIXED_REVIEWS_CSV, NATURAL_BLIND_CSV, NATURAL_CSV, NATURAL_SETS, NEGATIVE, POSITIVE, TextExample,
+    evidence_spans, mixed_reviews, natural,
+)
+
 SPLITS = ("train", "validation", "test")
-NATURAL_CSV = Path(__file__).resolve().parent / "natural_sentences.csv"
-# A second hand-written set, written and committed before the implied-sentiment templates were added and
-# never used to choose them: the honest measure of generalisation to natural text.
-NATURAL_BLIND_CSV = NATURAL_CSV.with_name("natural_sentences_blind.csv")
-NATURAL_SETS = {"natural": NATURAL_CSV, "natural_blind": NATURAL_BLIND_CSV}
-
-
-@dataclass(frozen=True)
-class TextExample:
-    """One sentence, its label ("POSITIVE"/"NEGATIVE") and the character spans of the deciding words."""
-
-    text: str
-    label: str
-    evidence: list[tuple[int, int]]
-
 
 EXAMPLE_SENTENCES: list[str] = [
     "The food was cold and the waiter was rude.",
@@ -94,7 +78,9 @@ _NEUTRAL_SENTENCES = {domain: tuple(sentences) for domain, sentences in _LISTS["
 # polar words. (positive, negative) for every domain, after the ones that fit every domain ("any").
 IMPLIED_PHRASES = {domain: _pair(pair) for domain, pair in _LISTS["implied_phrases"].items()}
 # Sentence templates, disjoint per split: {c} one clause; {c1} {c2} two clauses of the same polarity;
-# contrast templates set c1 to the opposite polarity and let c2 decide; {f} a neutral sentence,
+# contrast templates set c1 to the opposite polarity and let c2 decide, and so do the minor_positive/
+# minor_negative ones (a reservation framed as minor, "My only complaint is that {c1}", chosen by the label);
+# {f} a neutral sentence,
 # {p} a neutral prefix, {t} a neutral tail.
 _TEMPLATES = {split: {kind: tuple(t) for kind, t in kinds.items()} for split, kinds in _LISTS["templates"].items()}
 _PREFIXES = {split: tuple(p) for split, p in _LISTS["prefixes"].items()}
@@ -255,8 +241,10 @@ class _Generator:
     def sentence(self, positive: bool) -> TextExample:
         rng = self.rng
         domain = rng.choice(tuple(_ENTITIES))
-        kind = rng.choices(("single", "double", "contrast"), (4, 2, 3))[0]
-        template = rng.choice(self.templates[kind])
+        kind = rng.choices(("single", "double", "contrast", "minor"), (4, 2.5, 3, 1.5))[0]
+        # "minor": a reservation framed as minor ("My only complaint is that {c1}"); templates per label
+        template = rng.choice(self.templates[f"minor_{POSITIVE if positive else NEGATIVE}".lower()
+                                             if kind == "minor" else kind])
         clauses = {
             "c": self.clause(domain, positive),
             "c1": self.clause(domain, positive if kind == "double" else not positive),
@@ -291,28 +279,3 @@ def generate(n: int, seed: int = 0, split: str = "test") -> list[TextExample]:
     labels = [i % 2 == 1 for i in range(n)]
     rng.shuffle(labels)
     return [generator.sentence(positive) for positive in labels]
-
-
-def evidence_spans(text: str, words: list[str]) -> list[tuple[int, int]]:
-    """Character spans of `words` (words or phrases) in `text`, each the next unused whole-word match."""
-    spans: list[tuple[int, int]] = []
-    for word in words:
-        pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
-        match = next((m for m in pattern.finditer(text) if m.span() not in spans), None)
-        if match is None:
-            raise ValueError(f"evidence {word!r} is not a whole word of {text!r}")
-        spans.append(match.span())
-    return sorted(spans)
-
-
-def natural(path: Path = NATURAL_CSV) -> list[TextExample]:
-    """The hand-written natural sentences (columns text, label, evidence with words separated by "|")."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    examples = []
-    for row in rows:
-        if row["label"] not in LABELS:
-            raise ValueError(f"label must be one of {LABELS}: {row}")
-        words = [w.strip() for w in row["evidence"].split("|") if w.strip()]
-        examples.append(TextExample(row["text"], row["label"], evidence_spans(row["text"], words)))
-    return examples
