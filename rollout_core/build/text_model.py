@@ -144,6 +144,8 @@ def build(force: bool = False) -> str:
 
     publish(folder, fill)
     metrics = json.loads(SETTINGS_FILE.read_text())["metrics"]
+    calibration = metrics.get("calibration")
     return (f"{NAME}: built {folder} (all-MiniLM-L6-v2 + trained sentiment head; "
             f"accuracy {metrics['test_accuracy']:.1%} generated test, {metrics['natural_accuracy']:.1%} natural, "
-            f"{metrics['natural_blind_accuracy']:.1%} natural written blind)")
+            f"{metrics['natural_blind_accuracy']:.1%} natural written blind"
+            + (f"; temperature {calibration['temperature']:.2f}" if calibration else "") + ")")

@@ -78,9 +78,7 @@ _NEUTRAL_SENTENCES = {domain: tuple(sentences) for domain, sentences in _LISTS["
 # polar words. (positive, negative) for every domain, after the ones that fit every domain ("any").
 IMPLIED_PHRASES = {domain: _pair(pair) for domain, pair in _LISTS["implied_phrases"].items()}
 # Sentence templates, disjoint per split: {c} one clause; {c1} {c2} two clauses of the same polarity;
-# contrast templates set c1 to the opposite polarity and let c2 decide, and so do the minor_positive/
-# minor_negative ones (a reservation framed as minor, "My only complaint is that {c1}", chosen by the label);
-# {f} a neutral sentence,
+# contrast templates set c1 to the opposite polarity and let c2 decide; {f} a neutral sentence,
 # {p} a neutral prefix, {t} a neutral tail.
 _TEMPLATES = {split: {kind: tuple(t) for kind, t in kinds.items()} for split, kinds in _LISTS["templates"].items()}
 _PREFIXES = {split: tuple(p) for split, p in _LISTS["prefixes"].items()}
@@ -241,10 +239,8 @@ class _Generator:
     def sentence(self, positive: bool) -> TextExample:
         rng = self.rng
         domain = rng.choice(tuple(_ENTITIES))
-        kind = rng.choices(("single", "double", "contrast", "minor"), (4, 2.5, 3, 1.5))[0]
-        # "minor": a reservation framed as minor ("My only complaint is that {c1}"); templates per label
-        template = rng.choice(self.templates[f"minor_{POSITIVE if positive else NEGATIVE}".lower()
-                                             if kind == "minor" else kind])
+        kind = rng.choices(("single", "double", "contrast"), (4, 2, 3))[0]
+        template = rng.choice(self.templates[kind])
         clauses = {
             "c": self.clause(domain, positive),
             "c1": self.clause(domain, positive if kind == "double" else not positive),
