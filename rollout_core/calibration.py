@@ -56,7 +56,7 @@ def fit_temperature(logits: torch.Tensor, labels: torch.Tensor, steps: int = 100
         return loss
 
     optimizer.step(closure)
-    return float(log_t.exp())
+    return float(log_t.detach().exp())
 
 
 def config_temperature(config: Any) -> float | None:
