@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from rollout_core import methods
+from rollout_core.calibration import calibrated_head, config_temperature
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_batch
@@ -112,6 +113,9 @@ def explain_texts(
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
                     keep_heads, capture, full_matrix)
     head = text_head(handle, labels)
+    if labels is None and handle.task == "text-classification" and handle.labels and (
+            getattr(handle.config, "problem_type", None) != "multi_label_classification"):
+        head = calibrated_head(head, config_temperature(handle.config), handle.labels)
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              max_length)
     encoded = [encode_text(handle.processor, normalise_text(t), limit) for t in texts]

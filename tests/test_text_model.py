@@ -93,6 +93,27 @@ def test_accuracy_on_hand_written_natural_sentences(loaded, name):
     assert _accuracy(model, tokenizer, sentiment.natural(sentiment.NATURAL_SETS[name])) >= NATURAL_MINIMUM[name]
 
 
+# rollout_core/data/mixed_reviews.csv: 30 multi-sentence reviews written before any change for issue 13. The
+# committed head measures 24/30 (it misses both "my only complaint is ..." reviews, the mild positives "does what
+# it says ... it was cheap" and "service was a bit slow, but ...", and two negatives without a polar word);
+# the threshold is two misses below that.
+MIXED_MINIMUM = 22 / 30
+
+
+def test_accuracy_on_hand_written_mixed_reviews(loaded):
+    model, tokenizer = loaded
+    assert _accuracy(model, tokenizer, sentiment.mixed_reviews()) >= MIXED_MINIMUM
+
+
+def test_built_config_carries_the_fitted_temperature(loaded):
+    """The temperature training fitted is in the built config, where explain_text finds it."""
+    from rollout_core.calibration import CONFIG_KEY, config_temperature
+
+    model, _ = loaded
+    fitted = json.loads(text_model.SETTINGS_FILE.read_text())["metrics"]["calibration"]["temperature"]
+    assert getattr(model.config, CONFIG_KEY) == fitted and config_temperature(model.config) == fitted > 0
+
+
 def test_accuracy_on_generated_held_out_sentences(loaded):
     model, tokenizer = loaded
     test = sentiment.generate(600, seed=11, split="test")

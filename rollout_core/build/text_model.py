@@ -6,7 +6,9 @@ standard `BertForSequenceClassification`: the prediction comes from the ordinary
 project fine-tuned (top encoder layers, pooler, classifier; `python -m rollout_core.build.train_text`) are
 committed, under `rollout_core/assets/text-sentiment/`; this step merges them into the package weights and
 writes an ordinary transformers folder (config with eager attention and NEGATIVE/POSITIVE labels,
-safetensors, tokenizer files) to `models_dir() / "default-text"`.
+safetensors, tokenizer files) to `models_dir() / "default-text"`. The config also carries the temperature that
+training fitted on held-out sentences (`rollout_core.calibration.CONFIG_KEY`), which every displayed
+probability of default-text is divided by.
 """
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ import shutil
 from pathlib import Path
 
 from rollout_core.build.staging import publish
+from rollout_core.calibration import CONFIG_KEY
 from rollout_core.errors import ModelLoadError
 from rollout_core.paths import ASSETS_DIR, models_dir
 
@@ -30,7 +33,7 @@ TRAINED_FILE = ASSET_DIR / "trained.safetensors"
 SETTINGS_FILE = ASSET_DIR / "training.json"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 STAMP_FILE = "rollout-build-stamp.json"
-_FORMAT = 1  # bump when the way the folder is assembled changes
+_FORMAT = 2  # bump when the way the folder is assembled changes
 
 
 def base_model_dir() -> Path:
@@ -95,6 +98,9 @@ def _assemble(base: Path, folder: Path) -> None:
     save_file({k: v.contiguous() for k, v in weights.items()}, folder / "model.safetensors", metadata={"format": "pt"})
     config = classifier_config(base).to_dict()
     config["attn_implementation"] = "eager"  # honoured by from_pretrained: attentions come back by default
+    calibration = json.loads(SETTINGS_FILE.read_text())["metrics"].get("calibration")
+    if calibration:
+        config[CONFIG_KEY] = calibration["temperature"]
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     for name in TOKENIZER_FILES:
         shutil.copy2(base / name, folder / name)
@@ -138,6 +144,8 @@ def build(force: bool = False) -> str:
 
     publish(folder, fill)
     metrics = json.loads(SETTINGS_FILE.read_text())["metrics"]
+    calibration = metrics.get("calibration")
     return (f"{NAME}: built {folder} (all-MiniLM-L6-v2 + trained sentiment head; "
             f"accuracy {metrics['test_accuracy']:.1%} generated test, {metrics['natural_accuracy']:.1%} natural, "
-            f"{metrics['natural_blind_accuracy']:.1%} natural written blind)")
+            f"{metrics['natural_blind_accuracy']:.1%} natural written blind"
+            + (f"; temperature {calibration['temperature']:.2f}" if calibration else "") + ")")

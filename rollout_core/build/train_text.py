@@ -18,6 +18,7 @@ from rollout_core.build.schedule import warmup_then_linear_decay
 from rollout_core.build.text_model import (
     ASSET_DIR, LABELS, SETTINGS_FILE, TRAINED_FILE, base_model_dir, base_state_dict, classifier_config,
 )
+from rollout_core.calibration import classifier_ece, fit_temperature
 from rollout_core.data import sentiment
 
 SETTINGS = {
@@ -33,6 +34,8 @@ SETTINGS = {
     "warmup_fraction": 0.06,
     "storage_dtype": "float16",
     "threads": 2,
+    "calibration_seed": 1,  # temperature fitted on validation-split sentences of this seed (training uses `seed`)
+    "calibration_sentences": 1000,
 }
 
 
@@ -57,19 +60,38 @@ def make_model(settings: dict):
 
 
 @torch.no_grad()
-def positive_probabilities(model, tokenizer, texts: list[str], batch_size: int = 64) -> torch.Tensor:
+def logits_of(model, tokenizer, texts: list[str], batch_size: int = 64) -> torch.Tensor:
     model.eval()
     out = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")
-        out.append(model(**batch).logits.softmax(-1)[:, LABELS.index("POSITIVE")])
+        out.append(model(**tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")).logits)
     return torch.cat(out)
 
 
+def positive_probabilities(model, tokenizer, texts: list[str]) -> torch.Tensor:
+    return logits_of(model, tokenizer, texts).softmax(-1)[:, LABELS.index("POSITIVE")]
+
+
+def label_tensor(examples: list[sentiment.TextExample]) -> torch.Tensor:
+    return torch.tensor([LABELS.index(e.label) for e in examples])
+
+
 def accuracy(model, tokenizer, examples: list[sentiment.TextExample]) -> float:
-    predicted = positive_probabilities(model, tokenizer, [e.text for e in examples]) > 0.5
-    truth = torch.tensor([e.label == "POSITIVE" for e in examples])
-    return (predicted == truth).float().mean().item()
+    predicted = logits_of(model, tokenizer, [e.text for e in examples]).argmax(-1)
+    return (predicted == label_tensor(examples)).float().mean().item()
+
+
+def calibration(model, tokenizer, settings: dict, held_out: dict[str, list[sentiment.TextExample]]) -> dict:
+    """Temperature fitted (NLL) on generated validation-split sentences of the calibration seed, and the
+    10-bin ECE of every `held_out` set before (T=1) and after it."""
+    fit_on = sentiment.generate(settings["calibration_sentences"], seed=settings["calibration_seed"], split="validation")
+    temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in fit_on]), label_tensor(fit_on))
+    out: dict = {"temperature": temperature}
+    for name, examples in held_out.items():
+        logits, labels = logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples)
+        out[f"{name}_ece_before"] = classifier_ece(logits, labels)
+        out[f"{name}_ece_after"] = classifier_ece(logits, labels, temperature)
+    return out
 
 
 def run_layers(model, hidden: torch.Tensor, mask: torch.Tensor, layers: slice) -> torch.Tensor:
@@ -172,6 +194,9 @@ def train(settings: dict = SETTINGS) -> tuple[dict[str, torch.Tensor], dict]:
            for part, implied in (("polar", False), ("implied", True))},
         **{f"{name}_accuracy": accuracy(model, tokenizer, sentiment.natural(path))
            for name, path in sentiment.NATURAL_SETS.items()},
+        "mixed_reviews_accuracy": accuracy(model, tokenizer, sentiment.mixed_reviews()),
+        "calibration": calibration(model, tokenizer, settings,
+                                   {"test": test, "natural_blind": sentiment.natural(sentiment.NATURAL_BLIND_CSV)}),
         "history": history,
         "train_seconds": round(time.perf_counter() - started, 1),
         "check": {"text": check, "positive_probability": positive_probabilities(model, tokenizer, [check]).item()},
@@ -195,6 +220,8 @@ def main() -> None:
           f"where an implied phrase does)")
     for name, path in sentiment.NATURAL_SETS.items():
         print(f"{name} set accuracy: {metrics[f'{name}_accuracy']:.4f} ({len(sentiment.natural(path))} sentences)")
+    print(f"mixed reviews accuracy: {metrics['mixed_reviews_accuracy']:.4f} ({len(sentiment.mixed_reviews())} reviews)")
+    print(f"calibration: {metrics['calibration']}")
     print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
 
 

@@ -14,33 +14,17 @@ filler phrases. Held-out polar words are single WordPiece tokens of the base enc
 """
 from __future__ import annotations
 
-import csv
 import importlib.resources
 import json
 import random
 import re
-from dataclasses import dataclass
-from pathlib import Path
 
-POSITIVE = "POSITIVE"
-NEGATIVE = "NEGATIVE"
-LABELS = (NEGATIVE, POSITIVE)
+from rollout_core.data.sentiment_sets import (  # noqa: F401 (re-exported: the public names of this module)
+    LABELS, MIXED_REVIEWS_CSV, NATURAL_BLIND_CSV, NATURAL_CSV, NATURAL_SETS, NEGATIVE, POSITIVE, TextExample,
+    evidence_spans, mixed_reviews, natural,
+)
+
 SPLITS = ("train", "validation", "test")
-NATURAL_CSV = Path(__file__).resolve().parent / "natural_sentences.csv"
-# A second hand-written set, written and committed before the implied-sentiment templates were added and
-# never used to choose them: the honest measure of generalisation to natural text.
-NATURAL_BLIND_CSV = NATURAL_CSV.with_name("natural_sentences_blind.csv")
-NATURAL_SETS = {"natural": NATURAL_CSV, "natural_blind": NATURAL_BLIND_CSV}
-
-
-@dataclass(frozen=True)
-class TextExample:
-    """One sentence, its label ("POSITIVE"/"NEGATIVE") and the character spans of the deciding words."""
-
-    text: str
-    label: str
-    evidence: list[tuple[int, int]]
-
 
 EXAMPLE_SENTENCES: list[str] = [
     "The food was cold and the waiter was rude.",
@@ -291,28 +275,3 @@ def generate(n: int, seed: int = 0, split: str = "test") -> list[TextExample]:
     labels = [i % 2 == 1 for i in range(n)]
     rng.shuffle(labels)
     return [generator.sentence(positive) for positive in labels]
-
-
-def evidence_spans(text: str, words: list[str]) -> list[tuple[int, int]]:
-    """Character spans of `words` (words or phrases) in `text`, each the next unused whole-word match."""
-    spans: list[tuple[int, int]] = []
-    for word in words:
-        pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
-        match = next((m for m in pattern.finditer(text) if m.span() not in spans), None)
-        if match is None:
-            raise ValueError(f"evidence {word!r} is not a whole word of {text!r}")
-        spans.append(match.span())
-    return sorted(spans)
-
-
-def natural(path: Path = NATURAL_CSV) -> list[TextExample]:
-    """The hand-written natural sentences (columns text, label, evidence with words separated by "|")."""
-    with open(path, newline="", encoding="utf-8") as handle:
-        rows = list(csv.DictReader(handle))
-    examples = []
-    for row in rows:
-        if row["label"] not in LABELS:
-            raise ValueError(f"label must be one of {LABELS}: {row}")
-        words = [w.strip() for w in row["evidence"].split("|") if w.strip()]
-        examples.append(TextExample(row["text"], row["label"], evidence_spans(row["text"], words)))
-    return examples

@@ -1,0 +1,64 @@
+"""The labelled example type of rollout_core.data.sentiment and the hand-written sets beside it.
+
+natural_sentences.csv and natural_sentences_blind.csv: one sentence each, with the deciding words;
+mixed_reviews.csv: 30 multi-sentence reviews (mixed ones, "my only complaint ...", neutral statements
+labelled by their lean), written before the generator learned longer reviews, with labels only.
+"""
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+POSITIVE = "POSITIVE"
+NEGATIVE = "NEGATIVE"
+LABELS = (NEGATIVE, POSITIVE)
+NATURAL_CSV = Path(__file__).resolve().parent / "natural_sentences.csv"
+# A second hand-written set, written and committed before the implied-sentiment templates were added and
+# never used to choose them: the honest measure of generalisation to natural text.
+NATURAL_BLIND_CSV = NATURAL_CSV.with_name("natural_sentences_blind.csv")
+NATURAL_SETS = {"natural": NATURAL_CSV, "natural_blind": NATURAL_BLIND_CSV}
+MIXED_REVIEWS_CSV = NATURAL_CSV.with_name("mixed_reviews.csv")
+
+
+@dataclass(frozen=True)
+class TextExample:
+    """One sentence, its label ("POSITIVE"/"NEGATIVE") and the character spans of the deciding words."""
+
+    text: str
+    label: str
+    evidence: list[tuple[int, int]]
+
+
+def evidence_spans(text: str, words: list[str]) -> list[tuple[int, int]]:
+    """Character spans of `words` (words or phrases) in `text`, each the next unused whole-word match."""
+    spans: list[tuple[int, int]] = []
+    for word in words:
+        pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)", re.IGNORECASE)
+        match = next((m for m in pattern.finditer(text) if m.span() not in spans), None)
+        if match is None:
+            raise ValueError(f"evidence {word!r} is not a whole word of {text!r}")
+        spans.append(match.span())
+    return sorted(spans)
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    for row in rows:
+        if row["label"] not in LABELS:
+            raise ValueError(f"label must be one of {LABELS}: {row}")
+    return rows
+
+
+def natural(path: Path = NATURAL_CSV) -> list[TextExample]:
+    """The hand-written natural sentences (columns text, label, evidence with words separated by "|")."""
+    return [TextExample(row["text"], row["label"],
+                        evidence_spans(row["text"], [w.strip() for w in row["evidence"].split("|") if w.strip()]))
+            for row in _rows(path)]
+
+
+def mixed_reviews(path: Path = MIXED_REVIEWS_CSV) -> list[TextExample]:
+    """The 30 hand-written multi-sentence reviews (columns text, label; no evidence)."""
+    return [TextExample(row["text"], row["label"], []) for row in _rows(path)]
