@@ -35,17 +35,24 @@ if handle is not None and handle.task == "sentence-encoder":
                                help="The prediction is the label whose embedding is most similar to the text's.")
     labels = tuple(label.strip() for label in raw_labels.split(",") if label.strip()) or None
 
+# The fragment re-fetches its explanation through the cache from `request`, so a closed session's fragment holds
+# the request, not the explanation (sessions outlive their tab by server.disconnectedSessionTTL). Every head's
+# attention is kept only while the head panel is open.
+request = (name, allow_pickle, text, method, target, labels)
+param("heads_open", False)
 exp = None
 if handle is not None:
-    exp = core.run(f"running {name} and computing {method.method}", core.explain_text, name, allow_pickle, text,
-                   method, target, labels)
-
+    exp = core.run(f"running {name} and computing {method.method}", core.explain_text, *request,
+                   keep_heads=bool(st.session_state["heads_open"]))
 
 
 @st.fragment
-def layer_view(exp: object, specials: str) -> None:
+def layer_view(request: tuple, specials: str) -> None:
     """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
     per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
+    exp = core.run("explaining the text", core.explain_text, *request, keep_heads=bool(st.session_state["heads_open"]))
+    if exp is None:
+        return
     layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
                                 methods=(exp.method,))
     index = views.layer_index(layer)
@@ -93,7 +100,7 @@ if exp is not None:
         if describe(exp.settings):
             st.caption(safe_text(describe(exp.settings)) + ".")
     with right:
-        layer_view(exp, specials)
+        layer_view(request, specials)
         trust_line(name, allow_pickle, exp, text)
 
     note = figures.matrix_note(exp)
