@@ -45,6 +45,7 @@ from rollout_core.faithfulness.measures import (
     Item,
     StepProgress,
 )
+from rollout_core.faithfulness.scoring import MAX_BATCH
 from rollout_core.models.handle import ModelHandle
 
 __all__ = ["BETTER", "GENERATED_SIZE", "IMAGE_SUFFIXES", "MEASURES", "METHODS", "RANDOM", "RANDOM_SEEDS",
@@ -93,6 +94,7 @@ def evaluate_input(
     mask: np.ndarray | None = None,
     seeds: int = RANDOM_SEEDS,
     progress: StepProgress | None = None,
+    batch_size: int = MAX_BATCH,
     **options: Any,
 ) -> InputEvaluation:
     """Every method's curves and measures on one text or image (the handle's modality decides which).
@@ -100,12 +102,13 @@ def evaluate_input(
     `label`: the true class for the accuracy curves (default: the original prediction); `evidence`
     (text) / `mask` (image): the deciding region for the ground-truth measures (NaN without).
     `options` go to explain_text / explain_image (head_fusion, residual_weight, start_layer, ...).
-    `progress` is told how far the work is (`StepProgress`).
+    `progress` is told how far the work is (`StepProgress`). `batch_size`: perturbed inputs per forward pass
+    (1: one per forward on the model as loaded, the unbatched reference path; same numbers within 1e-6).
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
     result = evaluate_item(handle, Item(input, label, evidence, mask), check_methods(methods), seeds, options,
-                           progress=progress)
+                           progress=progress, batch_size=batch_size)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
     return InputEvaluation(curves=result.curves, table=table, predicted=result.predicted,
                            probability=result.probability, explanations=result.explanations)
@@ -122,12 +125,14 @@ def evaluate_dataset(
     agreement: bool = True,
     engine: str = "local",
     workers: int = 2,
+    batch_size: int = MAX_BATCH,
     **options: Any,
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
     file with `text` and `label` columns, or a folder with one sub-folder of images per class.
     `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods.
-    `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows."""
+    `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows.
+    `batch_size`: as for `evaluate_input` (the local engine)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = check_methods(methods)
@@ -145,7 +150,7 @@ def evaluate_dataset(
             progress(0, len(items))
         for index, item in enumerate(items):
             checkpoint()  # between examples: a stopped session stops the evaluation here (rollout_core.budget)
-            rows.extend(item_rows(handle, index, item, methods, seeds, options, agreement))
+            rows.extend(item_rows(handle, index, item, methods, seeds, options, agreement, batch_size))
             if progress is not None:
                 progress(index + 1, len(items))
     else:
@@ -154,9 +159,9 @@ def evaluate_dataset(
 
 
 def item_rows(handle: ModelHandle, index: int, item: Item, methods: list[str], seeds: int, options: dict[str, Any],
-              agreement: bool) -> list[dict[str, Any]]:
+              agreement: bool, batch_size: int = MAX_BATCH) -> list[dict[str, Any]]:
     """The per-example rows (one per method and the random baseline) of data-set example `index`."""
-    result = evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement)
+    result = evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement, batch_size=batch_size)
     return [{"example": index, "label": item.label, "predicted": result.predicted,
              "correct": item.label == result.predicted, **row} for row in result.rows]
 

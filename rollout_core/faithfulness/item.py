@@ -19,7 +19,7 @@ from rollout_core.faithfulness.perturbation import (
     CurveSet,
     perturbation_curves_many,
 )
-from rollout_core.faithfulness.scoring import MAX_BATCH, prepare_image, prepare_text
+from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 
@@ -35,15 +35,17 @@ class ItemResult:
 
 
 def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
-                   options: dict[str, Any], index: int = 0, agreement: bool = True,
-                   progress: StepProgress | None = None) -> ItemResult:
-    """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...)."""
+                  options: dict[str, Any], index: int = 0, agreement: bool = True,
+                  progress: StepProgress | None = None, batch_size: int = MAX_BATCH) -> ItemResult:
+    """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...).
+    `batch_size`: perturbed inputs per forward pass (1: one per forward on the model as loaded)."""
     from rollout_core.explain import explain_image, explain_text
 
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive integer, not {batch_size!r}")
     text = handle.modality == "text"
-    prepared = prepare_text(handle, item.input) if text else prepare_image(handle, item.input)
-    probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]
-    target = int(probs.argmax())
+    prepare = prepare_text if text else prepare_image
+    prepared = prepare(handle, item.input, batch_size=batch_size)
     labels = handle.labels or []
     label = None if item.label is None else labels.index(item.label)
     explain = explain_text if text else explain_image
@@ -52,12 +54,16 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
                                                              CHEFER_FRACTIONS))
     done, before = 0, len(explained) + 1 + attribution.IG_STEPS
     report = progress or (lambda done, total, what: None)
-    explanations = {}
-    for m in explained:
+    report(done, before + bound, f"explaining with {explained[0] if explained else 'attention'}")
+    # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
+    first = explain(handle, item.input, method=explained[0] if explained else "attention", **options)
+    target, probability = _prediction(first, prepared)
+    explanations = {explained[0]: first} if explained else {}
+    for m in explained[1:]:
+        done += 1
         report(done, before + bound, f"explaining with {m}")
         explanations[m] = explain(handle, item.input, method=m, target=target, **options)
-        done += 1
-    first = next(iter(explanations.values()), None) or explain(handle, item.input, method="attention", target=target)
+    done += bool(explained)
     if len(first.tokens) != prepared.n:
         raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
     where = region(first, item)
@@ -80,7 +86,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
                                                                  f"scoring the perturbed inputs ({k}/{n})"))
     curve_sets = perturbation_curves_many(prepared.probabilities, [v for _, v in flat], prepared.removable,
                                           target=target, label=label, progress=scored,
-                                          chunk=MAX_BATCH)
+                                          chunk=prepared.batch_size)
     measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
     for (method, vector), curve_set in zip(flat, curve_sets):
         measured.setdefault(method, []).append((measures(prepared, vector, curve_set, where, references), curve_set))
@@ -92,4 +98,14 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
             values = np.mean([c.values[name] for _, c in results], axis=0)
             curves.extend({"method": method, "curve": name, "fraction": f, "value": float(v)}
                           for f, v in zip(fractions, values))
-    return ItemResult(rows, pd.DataFrame(curves), labels[target], float(probs[target]), explanations)
+    return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations)
+
+
+def _prediction(explanation: Explanation, prepared: PreparedInput) -> tuple[int, float]:
+    """The predicted class and its probability: from the explanation's own forward pass when it reports them,
+    else from one forward of the unperturbed input."""
+    if explanation.prediction:
+        top = explanation.prediction[0]
+        return int(top.index), float(top.probability)
+    probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]
+    return int(probs.argmax()), float(probs.max())
