@@ -44,20 +44,21 @@ def main() -> None:
     for method in three:  # warm-up
         explain_image(image, shape, method=method)
     unit = sum(_seconds(lambda m=method: explain_image(image, shape, method=m)) for method in three) / len(three)
-    print(f"(a) default-image, one generated shape, {', '.join(three)}; one explanation of it: {unit:.2f} s")
-    for name, size in (("per-input forwards (batch_size=1)", 1), (f"batched (batch_size={MAX_BATCH})", MAX_BATCH)):
+    print(f"(a) default-image, one generated shape, {', '.join(three)}; one explanation of it: {unit:.2f} s",
+          flush=True)
+    for name, size in ((f"batched (batch_size={MAX_BATCH})", MAX_BATCH), ("per-input forwards (batch_size=1)", 1)):
         took = _seconds(lambda s=size: evaluate_input(image, shape, three, batch_size=s))
-        print(f"  {name:36s} {took:7.1f} s = {took / unit:6.1f} explanations (target <= 50)")
+        print(f"  {name:36s} {took:7.1f} s = {took / unit:6.1f} explanations (target <= 50)", flush=True)
 
     text = load_model("default-text")
     evaluate_dataset(text, "text", ("rollout",), limit=1)  # warm-up
     print(f"(b) default-text, {sentences} generated sentences, all {len(METHODS)} methods + random + references")
     times = {}
-    for name, size in (("per-input forwards (batch_size=1)", 1), (f"batched (batch_size={MAX_BATCH})", MAX_BATCH)):
+    for name, size in ((f"batched (batch_size={MAX_BATCH})", MAX_BATCH), ("per-input forwards (batch_size=1)", 1)):
         times[size] = _seconds(lambda s=size: evaluate_dataset(text, "text", METHODS, limit=sentences, batch_size=s))
         hundred = times[size] * 100 / sentences
         print(f"  {name:36s} {times[size]:7.1f} s; 100 sentences {'' if sentences == 100 else '~'}{hundred:6.1f} s "
-              "(target < 120 s)")
+              "(target < 120 s)", flush=True)
     print(f"  batched / per-input: {times[MAX_BATCH] / times[1]:.2f}")
 
 
