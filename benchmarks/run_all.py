@@ -2,7 +2,8 @@
 
 Each `bench_*.py` runs in its own process, one after the other (the machine is small and shared),
 with `--quick` passed on to scripts that accept it. RESULTS.md gets the machine (CPU model, cores,
-RAM), the torch and transformers versions, the command, and each script's output as printed.
+RAM), the torch and transformers versions, the command, and each script's output as printed. Sections of the
+previous RESULTS.md that this run does not produce (measured by hand, e.g. load_server.py) are kept after them.
 
 Run: python benchmarks/run_all.py [--quick] [--timeout 1800]
 """
@@ -47,6 +48,20 @@ def _accepts_quick(script: Path) -> bool:
     return "--quick" in script.read_text()
 
 
+def kept_sections(previous: str, produced: set[str]) -> list[str]:
+    """The `## ` sections of `previous` whose heading is neither the machine nor one of `produced`, in order."""
+    sections: list[list[str]] = []
+    fenced = False
+    for line in previous.splitlines():
+        fenced ^= line.startswith("```")
+        if line.startswith("## ") and not fenced:
+            sections.append([line])
+        elif sections:
+            sections[-1].append(line)
+    skip = {"## Machine", *produced}
+    return ["\n".join(lines).rstrip() + "\n" for lines in sections if lines[0].strip() not in skip]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="pass --quick to every script that has it")
@@ -77,6 +92,8 @@ def main() -> None:
         print(output, flush=True)
         sections.append(f"## {script.name}\n\n`{shown}` ({status}, {seconds:.0f} s)\n\n```\n{output}\n```\n")
 
+    previous = RESULTS.read_text() if RESULTS.exists() else ""
+    produced = {f"## {script.name}" for script in HERE.glob("bench_*.py")}
     lines = [
         "# Benchmark results",
         "",
@@ -88,6 +105,7 @@ def main() -> None:
         *_machine(),
         "",
         *sections,
+        *kept_sections(previous, produced),
     ]
     RESULTS.write_text("\n".join(lines))
     print(f"wrote {RESULTS.relative_to(HERE.parent)}")

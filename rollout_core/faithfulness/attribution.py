@@ -61,9 +61,11 @@ def integrated_gradients(
     x = prepared.x.detach().clone().requires_grad_(True)
     chunk = min(MAX_BATCH, max(1, -(-int(steps) // IG_CHUNKS)))
     with torch.enable_grad():
-        attr, delta = IntegratedGradients(forward).attribute(
+        # the completeness check costs two more forward rows: only when asked for
+        found = IntegratedGradients(forward).attribute(
             x, baselines=prepared.baseline.detach(), target=int(target), n_steps=int(steps),
-            internal_batch_size=chunk, return_convergence_delta=True)
+            internal_batch_size=chunk, return_convergence_delta=return_delta)
+    attr, delta = found if return_delta else (found, None)
     scores = prepared.to_positions(attr[0].detach())
     return (scores, float(delta.detach().abs().max())) if return_delta else scores
 

@@ -1,0 +1,111 @@
+"""One input evaluated: explain it with each method, compute the references, score every ordering's perturbed
+inputs and collect each method's measures and mean curves (the random row: the mean over its seeds)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from rollout_core.errors import InputError
+from rollout_core.explanation import Explanation
+from rollout_core.faithfulness import attribution
+from rollout_core.faithfulness.measures import MEASURES, RANDOM, REFERENCES, Item, StepProgress, measures, region
+from rollout_core.faithfulness.perturbation import (
+    CHEFER_FRACTIONS,
+    CURVE_FRACTIONS,
+    CurveSet,
+    perturbation_curves_many,
+)
+from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput, prepare_image, prepare_text
+from rollout_core.models.handle import ModelHandle
+
+
+@dataclass
+class ItemResult:
+    """One item's rows (one per method and the random baseline), long-form curves and prediction."""
+
+    rows: list[dict[str, Any]]
+    curves: pd.DataFrame
+    predicted: str
+    probability: float
+    explanations: dict[str, Explanation]
+
+
+def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
+                  options: dict[str, Any], index: int = 0, agreement: bool = True,
+                  progress: StepProgress | None = None, batch_size: int = MAX_BATCH) -> ItemResult:
+    """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...).
+    `batch_size`: perturbed inputs per forward pass (1: one per forward on the model as loaded)."""
+    from rollout_core.explain import explain_image, explain_text
+
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive integer, not {batch_size!r}")
+    text = handle.modality == "text"
+    prepare = prepare_text if text else prepare_image
+    prepared = prepare(handle, item.input, batch_size=batch_size)
+    labels = handle.labels or []
+    label = None if item.label is None else labels.index(item.label)
+    explain = explain_text if text else explain_image
+    explained = [m for m in methods if m not in REFERENCES]
+    bound = (len(methods) + seeds) * sum(len(f) for f in (CURVE_FRACTIONS, CURVE_FRACTIONS, CHEFER_FRACTIONS,
+                                                             CHEFER_FRACTIONS))
+    done, before = 0, len(explained) + 1 + attribution.IG_STEPS
+    report = progress or (lambda done, total, what: None)
+    report(done, before + bound, f"explaining with {explained[0] if explained else 'attention'}")
+    # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
+    first = explain(handle, item.input, method=explained[0] if explained else "attention", **options)
+    target, probability = _prediction(first, prepared)
+    explanations = {explained[0]: first} if explained else {}
+    for m in explained[1:]:
+        done += 1
+        report(done, before + bound, f"explaining with {m}")
+        explanations[m] = explain(handle, item.input, method=m, target=target, **options)
+    done += bool(explained)
+    if len(first.tokens) != prepared.n:
+        raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
+    where = region(first, item)
+    references = {}
+    if agreement or "grad_x_input" in methods:
+        report(done, before + bound, "gradient × input (reference)")
+        references["grad_x_input"] = attribution.input_x_gradient(prepared, target)
+    if agreement or "integrated_gradients" in methods:
+        report(done + 1, before + bound, "integrated gradients (reference)")
+        steps = None if progress is None else (lambda k: report(done + 1 + k, before + bound,
+                                                                f"integrated gradients (reference, step {k})"))
+        references["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
+    importances: dict[str, list[torch.Tensor]] = {
+        m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
+    importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
+                                      dtype=torch.float64) for s in range(seeds)]
+    flat = [(method, v) for method, vectors in importances.items() for v in vectors]
+    report(before, before + bound, "scoring the perturbed inputs")
+    scored = None if progress is None else (lambda k, n: report(before + k, before + n,
+                                                                 f"scoring the perturbed inputs ({k}/{n})"))
+    curve_sets = perturbation_curves_many(prepared.probabilities, [v for _, v in flat], prepared.removable,
+                                          target=target, label=label, progress=scored,
+                                          chunk=prepared.batch_size)
+    measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
+    for (method, vector), curve_set in zip(flat, curve_sets):
+        measured.setdefault(method, []).append((measures(prepared, vector, curve_set, where, references), curve_set))
+    rows, curves = [], []
+    for method, results in measured.items():
+        rows.append({"method": method, **{k: float(np.mean([m[k] for m, _ in results])) for k in MEASURES}})
+        first_set = results[0][1]
+        for name, fractions in first_set.fractions.items():
+            values = np.mean([c.values[name] for _, c in results], axis=0)
+            curves.extend({"method": method, "curve": name, "fraction": f, "value": float(v)}
+                          for f, v in zip(fractions, values))
+    return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations)
+
+
+def _prediction(explanation: Explanation, prepared: PreparedInput) -> tuple[int, float]:
+    """The predicted class and its probability: from the explanation's own forward pass when it reports them,
+    else from one forward of the unperturbed input."""
+    if explanation.prediction:
+        top = explanation.prediction[0]
+        return int(top.index), float(top.probability)
+    probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]
+    return int(probs.argmax()), float(probs.max())

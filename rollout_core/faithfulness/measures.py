@@ -1,0 +1,72 @@
+"""What the evaluation measures: the method names and measure columns, one input (`Item`), and the measures of
+one importance vector on it (perturbation AUCs, ground truth, agreement with the references).
+
+Measures (arrows: which direction is better):
+  deletion_auc v, insertion_auc ^ (probability of the predicted class, 0..1),
+  positive_auc v, negative_auc ^ (Chefer et al. accuracy AUC x 100 over 0..0.9),
+  pointing_game ^, mass_share ^, iou ^ (ground truth), spearman_gxi ^, spearman_ig ^ (agreement).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from rollout_core import methods as method_registry
+from rollout_core.explanation import Explanation
+from rollout_core.faithfulness import attribution, ground_truth
+from rollout_core.faithfulness.perturbation import CurveSet
+from rollout_core.faithfulness.scoring import PreparedInput
+
+METHODS = method_registry.names()
+REFERENCES = ("grad_x_input", "integrated_gradients")
+RANDOM = "random"
+RANDOM_SEEDS = 3
+MEASURES = ("deletion_auc", "insertion_auc", "positive_auc", "negative_auc", "pointing_game", "mass_share", "iou",
+            "spearman_gxi", "spearman_ig")
+BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "lower", "negative_auc": "higher",
+          "pointing_game": "higher", "mass_share": "higher", "iou": "higher", "spearman_gxi": "higher",
+          "spearman_ig": "higher"}
+
+StepProgress = Callable[[int, int, str], None]
+"""progress(done, total, what) on one input, in model passes: one per explanation, one for gradient x input, the
+integrated-gradient steps, then the perturbed inputs scored (`total` shrinks to the exact count once known)."""
+
+
+@dataclass
+class Item:
+    """One input with its label (None: the prediction is the reference) and ground truth when known."""
+
+    input: Any  # text (str) or image (path, bytes, PIL image, array)
+    label: str | None = None
+    evidence: list[tuple[int, int]] | None = None  # text: deciding character spans
+    mask: np.ndarray | None = None  # image: (H, W) bool deciding pixels
+
+
+def measures(prepared: PreparedInput, importance: torch.Tensor, curves: CurveSet, region: np.ndarray | None,
+             references: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Every measure of one importance vector whose curves are `curves` (NaN where region / reference is missing)."""
+    shown = prepared.removable.cpu().numpy()
+    scores = importance.cpu().numpy()
+    out = {f"{name}_auc": curves.auc[name] for name in curves.auc}
+    nan = float("nan")
+    out["pointing_game"] = nan if region is None else ground_truth.pointing_game(scores, region, shown)
+    out["mass_share"] = nan if region is None else ground_truth.mass_share(scores, region, shown)
+    out["iou"] = nan if region is None else ground_truth.iou_at_mass(scores, region, shown)
+    for column, name in (("spearman_gxi", "grad_x_input"), ("spearman_ig", "integrated_gradients")):
+        out[column] = nan if name not in references else attribution.spearman(scores[shown],
+                                                                              references[name].cpu().numpy()[shown])
+    return out
+
+
+def region(explanation: Explanation, item: Item) -> np.ndarray | None:
+    """The item's deciding region as a bool vector over the explanation's positions (None without ground truth)."""
+    n = len(explanation.tokens)
+    if item.evidence is not None and explanation.offsets is not None:
+        return ground_truth.text_region(explanation.offsets, explanation.special, item.evidence)
+    if item.mask is not None and explanation.grid is not None:
+        return ground_truth.patch_region(item.mask, explanation.image.shape[:2], explanation.grid,
+                                         explanation.patch_positions, n)
+    return None
