@@ -11,7 +11,7 @@ from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
-from rollout_core.faithfulness.evaluate import METHODS, REFERENCES
+from rollout_core.faithfulness.evaluate import METHODS, REFERENCES, DatasetEvaluation, summarize
 from rollout_core.faithfulness.perturbation import CURVES
 from rollout_core.faithfulness.views import curve_figure, progress_text, readable_summary, readable_table
 
@@ -19,8 +19,8 @@ st.title("Evaluate")
 st.markdown("Remove the most (or least) relevant tokens/patches first and watch the predicted class: a faithful "
             "map makes the probability fall fast on deletion and rise fast on insertion. The **random** row is "
             "chance. Arrows say which direction is better. The input is the one of the Text or Image page "
-            "(uploads included), with the model chosen in the sidebar (any hub id or folder). Streamlit's "
-            "**Stop** button (top right) cancels a run.")
+            "(uploads included), with the model chosen in the sidebar (any hub id or folder). A data-set run "
+            "can be stopped part way (its **Stop** button or Streamlit's, top right); the examples done are kept.")
 
 param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
@@ -29,6 +29,7 @@ name, allow_pickle, method, _ = model_and_method(modality, method_header="Method
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))
 one, many = st.tabs(["One input", "Generated data set (with ground truth)"])
+PARTIAL = "evaluate_partial"
 
 
 def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of formatted cells
@@ -69,15 +70,35 @@ with one:
                 with cols[i % 2]:
                     st.plotly_chart(curve_figure(result, curve), key=f"curve_{curve}")
 
+def _dataset_result(result: DatasetEvaluation, note: str = "") -> None:
+    if note:
+        st.warning(note)
+    st.metric("Model accuracy on these examples", f"{result.accuracy:.1%}")
+    _table(*readable_summary(result.summary))
+
+
 with many:
     param("limit", 10, low=2, high=100)
     limit = st.slider("Examples", 2, 100, key="limit")
     if st.button(f"Evaluate {limit} generated {modality} examples", disabled=not methods):
+        # the finished examples' rows live in the session: a Stop (below, or Streamlit's) reruns the page, the
+        # evaluation stops at its next example, and the rerun shows what was done
+        done: list = []
+        st.session_state[PARTIAL] = {"rows": done, "methods": list(methods), "limit": limit}
+        st.button("Stop", key="evaluate_stop", help="Stops after the example being evaluated; the table then "
+                                                    "covers the examples done so far.")
         bar = st.progress(0.0, "starting")
         result = core.run(f"evaluating {limit} examples", core.evaluate_dataset, name, allow_pickle, modality,
-                          methods, limit, method, _progress(bar, "examples"))
+                          methods, limit, method, _progress(bar, "examples"), done)
         if result is not None:
-            st.metric("Model accuracy on these examples", f"{result.accuracy:.1%}")
-            _table(*readable_summary(result.summary))
+            del st.session_state[PARTIAL]
+            _dataset_result(result)
+    elif (stopped := st.session_state.pop(PARTIAL, None)) is not None:
+        examples = len({row["example"] for row in stopped["rows"]})
+        if examples:
+            _dataset_result(summarize(stopped["rows"], stopped["methods"], examples),
+                            f"Stopped after {examples} of {stopped['limit']} examples: the table covers those.")
+        else:
+            st.info("Stopped before the first example finished.")
 
 sync_url()

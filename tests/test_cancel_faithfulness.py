@@ -8,7 +8,7 @@ import torch
 from rollout_core import budget
 from rollout_core.budget import Cancelled
 from rollout_core.faithfulness import attribution
-from rollout_core.faithfulness.evaluate import evaluate_dataset
+from rollout_core.faithfulness.evaluate import evaluate_dataset, summarize
 from rollout_core.faithfulness.scoring import PreparedInput
 
 
@@ -68,8 +68,13 @@ def test_a_dataset_evaluation_stops_between_examples(tiny_handle, tmp_path):
     pd.DataFrame({"text": ["the film was great", "it was bad", "a dog sat"],
                   "label": ["positive", "0", "positive"]}).to_csv(csv, index=False)
     calls: list[tuple[int, int]] = []
+    done: list[dict] = []
     with budget.cancellable(lambda: len(calls) >= 2):  # stop once the first example is done
         with pytest.raises(Cancelled):
-            evaluate_dataset(tiny_handle("bert"), csv, methods=("rollout",), agreement=False,
+            evaluate_dataset(tiny_handle("bert"), csv, methods=("rollout",), agreement=False, collect=done,
                              progress=lambda done, total: calls.append((done, total)))
     assert calls == [(0, 3), (1, 3)]
+    # the stopped run's finished example is kept, and equals that example evaluated alone
+    alone = evaluate_dataset(tiny_handle("bert"), csv, methods=("rollout",), agreement=False, limit=1)
+    assert {row["example"] for row in done} == {0}
+    pd.testing.assert_frame_equal(summarize(done, ["rollout"], 1).summary, alone.summary)

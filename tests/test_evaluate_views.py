@@ -148,3 +148,24 @@ def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same
     plain = attribution.integrated_gradients(prepared, 1, steps=20)
     assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in IG_CHUNKS = 4 passes of 5
     assert torch.allclose(with_progress, plain, atol=1e-6)
+
+
+def test_a_stopped_data_set_run_shows_the_examples_it_finished(tiny_model_dir: Callable[[str], Path],
+                                                               tmp_path: Path) -> None:
+    """What a Stop leaves in the session (the finished examples' rows) is shown on the rerun, and said to be partial."""
+    from rollout_core.faithfulness.evaluate import evaluate_dataset
+
+    model = str(tiny_model_dir("bert"))
+    csv = tmp_path / "two.csv"
+    pd.DataFrame({"text": ["the film was great", "it was bad"], "label": ["positive", "0"]}).to_csv(csv, index=False)
+    rows: list[dict] = []
+    whole = evaluate_dataset(model, csv, methods=("rollout", "attention"), agreement=False, collect=rows)
+    at = page("app_pages/evaluate.py", model=model)
+    at.session_state["evaluate_partial"] = {"rows": rows, "methods": ["rollout", "attention"], "limit": 10}
+    at.run()
+    assert_clean(at)
+    assert any("Stopped after 2 of 10 examples" in w for w in texts(at.warning))
+    assert at.get("metric") and len(at.dataframe) == 1
+    assert f"{whole.accuracy:.1%}" in str(at.get("metric")[0].proto)
+    at.run()  # shown once: the next rerun is a fresh page
+    assert not at.warning and not at.dataframe

@@ -159,12 +159,13 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
 
 
 def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple[str, ...], limit: int,
-                     options: Options, progress: Any = None) -> Any:
-    """`rollout_core.faithfulness.evaluate.evaluate_dataset` on a generated set, cached on its arguments."""
+                     options: Options, progress: Any = None, collect: list | None = None) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_dataset` on a generated set, cached on its arguments
+    (`collect` receives each finished example's rows, kept if the run is stopped; not part of the cache key)."""
     from rollout_core.faithfulness import evaluate
 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     return cached(("dataset", name, allow_pickle, dataset, methods, limit, options),
                   lambda: evaluate.evaluate_dataset(handle, dataset, list(methods), limit=limit, progress=progress,
-                                                    **kwargs), budget.HEAVY_SECONDS)
+                                                    collect=collect, **kwargs), budget.HEAVY_SECONDS)

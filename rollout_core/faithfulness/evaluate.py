@@ -126,13 +126,15 @@ def evaluate_dataset(
     engine: str = "local",
     workers: int = 2,
     batch_size: int = MAX_BATCH,
+    collect: list[dict[str, Any]] | None = None,
     **options: Any,
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
     file with `text` and `label` columns, or a folder with one sub-folder of images per class.
     `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods.
     `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows.
-    `batch_size`: as for `evaluate_input` (the local engine)."""
+    `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
+    example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = check_methods(methods)
@@ -145,7 +147,7 @@ def evaluate_dataset(
         rows = evaluate_on_ray(model if isinstance(model, (str, os.PathLike)) else handle.name, items, methods,
                                seeds, options, agreement, workers=workers, progress=progress)
     elif engine == "local":
-        rows = []
+        rows = [] if collect is None else collect
         if progress is not None:
             progress(0, len(items))
         for index, item in enumerate(items):

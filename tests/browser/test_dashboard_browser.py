@@ -209,6 +209,22 @@ def test_evaluate_page(app_url: str, page: Any) -> None:
     _shot(page, "evaluate.png")
 
 
+def test_evaluate_stop_keeps_the_examples_done(app_url: str, page: Any) -> None:
+    model = _model("default-text")
+    page.goto(f"{app_url}/evaluate?model={model}&limit=60", timeout=LOAD)
+    page.get_by_role("tab", name="Generated data set (with ground truth)").click()
+    page.get_by_role("button", name="Evaluate 60 generated text examples").click()
+    page.wait_for_function("() => /[1-9][0-9]*\\/60 examples/.test(document.body.innerText)", timeout=LOAD)
+    page.get_by_role("button", name="Stop", exact=True).click()
+    warning = page.get_by_text("Stopped after")
+    warning.wait_for(timeout=LOAD)
+    done, total = [int(n) for n in warning.inner_text().split("Stopped after ")[1].split(" examples")[0].split(" of ")]
+    assert 1 <= done < total == 60
+    page.get_by_test_id("stDataFrame").first.wait_for(timeout=STEP)  # the table of the examples done
+    _idle(page)
+    assert page.get_by_test_id("stDataFrame").count() == 1 and page.get_by_test_id("stAlertContentError").count() == 0
+
+
 def test_two_sessions_at_once_stay_separate(app_url: str, browser: Any) -> None:
     first_model = _model("default-text", "minilm")
     runs = [(first_model, "The soup was bland and the staff ignored us."),
