@@ -185,7 +185,9 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
 
 def test_compare_page(app_url: str, page: Any) -> None:
     model = _model("default-text", "minilm")
-    page.goto(f"{app_url}/compare?model={model}&text=The+food+was+cold+and+the+waiter+was+rude.", timeout=LOAD)
+    # rollout beside raw attention named in the link (the picker starts on the measured default beside rollout)
+    page.goto(f"{app_url}/compare?model={model}&method=rollout&b_method=attention"
+              "&text=The+food+was+cold+and+the+waiter+was+rude.", timeout=LOAD)
     page.wait_for_function("() => document.querySelectorAll('.token-highlight').length === 2", timeout=LOAD)
     _idle(page)
     assert page.get_by_test_id("stAlertContentError").count() == 0
