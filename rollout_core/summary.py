@@ -124,8 +124,21 @@ def _units(expl: Explanation, scores: np.ndarray) -> tuple[list[str], np.ndarray
     return expl.display_tokens(), expl.display_scores(scores), "tokens"
 
 
+def _positive_shares(values: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Shares of the positive evidence: a signed map (AttnLRP, gradients x input) keeps its positive part,
+    renormalised, so no share exceeds 100%; True when the map was signed."""
+    values = np.asarray(values, dtype=np.float64)
+    if not (values < 0).any():
+        return values, False
+    positive = np.clip(values, 0.0, None)
+    total = positive.sum()
+    return (positive / total if total > 0 else positive), True
+
+
 def _text_body(expl: Explanation, scores: np.ndarray, lead: str, top_k: int) -> str:
     units, shares, unit = _units(expl, scores)
+    shares, signed = _positive_shares(shares)
+    lead = f"{lead} (shares of its positive relevance)" if signed else lead
     if len(units) == 0 or shares.sum() <= 0:
         return f"{lead} gives no shown token a non-zero score."
     order = np.argsort(-shares, kind="stable")
@@ -156,7 +169,8 @@ def _quarters(score_map: np.ndarray) -> dict[str, float]:
 
 
 def _image_body(expl: Explanation, scores: np.ndarray, lead: str) -> str:
-    score_map = expl.score_map(scores)
+    score_map, signed = _positive_shares(expl.score_map(scores))
+    lead = f"{lead} (shares of its positive relevance)" if signed else lead
     rows, cols = score_map.shape
     flat = np.sort(score_map.ravel())[::-1]
     if flat.sum() <= 0:

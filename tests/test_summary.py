@@ -143,3 +143,17 @@ def test_one_layer_wording_follows_the_single_layer_flag_not_the_name(monkeypatc
     assert "raw attention of layer" not in summarize(_text(PEAKED, method="attention"))
     assert methods.get("attention").single_layer
     assert [s.name for s in methods.all_methods() if s.single_layer] == ["attention"]
+
+
+def test_a_signed_map_is_summarised_by_its_positive_evidence_and_no_share_exceeds_100_percent():
+    """AttnLRP-like relevance: negatives let the renormalised shares pass 100% (the star shot said '243% of the
+    mass'); the summary speaks of the positive part, whose shares are worked out here by hand."""
+    from test_figures import _image_expl
+
+    values = np.zeros((4, 4))
+    values[3, 3], values[3, 2], values[0, 0] = 1.2, 0.4, -0.6  # positive part 1.6: peak 1.2 / 1.6 = 75%
+    text = summarize(_image_expl(values))
+    percents = [float(p) for p in re.findall(r"(\d+(?:\.\d+)?)%", text)]
+    assert percents and max(percents) <= 100, text
+    assert "positive relevance" in text and "(row 3, col 3) (75%)" in text
+    assert "bottom-right quarter holds the most (100%)" in text

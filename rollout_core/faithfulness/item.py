@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rollout_core.calibration import config_temperature
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution
@@ -57,7 +58,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     report(done, before + bound, f"explaining with {explained[0] if explained else 'attention'}")
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
     first = explain(handle, item.input, method=explained[0] if explained else "attention", **options)
-    target, probability = _prediction(first, prepared)
+    target, probability = _prediction(first, prepared, config_temperature(handle.config) is None)
     explanations = {explained[0]: first} if explained else {}
     for m in explained[1:]:
         done += 1
@@ -101,10 +102,11 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations)
 
 
-def _prediction(explanation: Explanation, prepared: PreparedInput) -> tuple[int, float]:
-    """The predicted class and its probability: from the explanation's own forward pass when it reports them,
+def _prediction(explanation: Explanation, prepared: PreparedInput, raw: bool) -> tuple[int, float]:
+    """The predicted class and its probability: from the explanation's own forward pass when it reports them and
+    they are the model's own (`raw`: no calibration temperature, which the curves' perturbed inputs do not get),
     else from one forward of the unperturbed input."""
-    if explanation.prediction:
+    if explanation.prediction and raw:
         top = explanation.prediction[0]
         return int(top.index), float(top.probability)
     probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]

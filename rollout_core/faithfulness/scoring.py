@@ -90,21 +90,20 @@ def require_classifier(handle: ModelHandle) -> None:
 
 def scoring_model(model: torch.nn.Module) -> torch.nn.Module:
     """`model` with the SCORING_ATTENTION kernel: a copy sharing every parameter and buffer (no new weights), made
-    once per model; the model itself (eager, as the explanations need it) when the family has no such kernel or
-    hooks are attached at the time (a capture in progress must not be copied into it)."""
+    once per model, without the hooks a capture in progress (in another thread) may hold on the model; the model
+    itself (eager, as the explanations need it) when the family has no such kernel."""
     if getattr(model.config, "_attn_implementation", None) == SCORING_ATTENTION:
         return model
     with _copy_lock:
         if model not in _scoring_copies:
             shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
-            hooked = any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
-            fast = None if hooked else copy.deepcopy(model, shared)
+            fast = copy.deepcopy(model, shared)
+            for module in fast.modules():  # another thread's capture may hold hooks on the model right now
+                module._forward_hooks.clear()
+                module._forward_pre_hooks.clear()
             try:
-                if fast is not None:
-                    fast.set_attn_implementation(SCORING_ATTENTION)
+                fast.set_attn_implementation(SCORING_ATTENTION)
             except (ValueError, ImportError, AttributeError):
-                fast = None
-            if fast is None:
                 return model
             _scoring_copies[model] = fast
         return _scoring_copies[model]

@@ -89,7 +89,15 @@ def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: An
     _explain_text(page, "The food was cold and the waiter was rude.")
     page.wait_for_function("() => !document.querySelector('.token-highlight')?.innerText.includes('alert')",
                            timeout=LOAD)
-    _shot(page, "text.png")
+    _first_screen_shot(page, f"{app_url}/text?model={model}&text=The+food+was+cold+and+the+waiter+was+rude.",
+                       ".token-highlight", "text.png")
+
+
+def _first_screen_shot(tab: Any, url: str, selector: str, name: str) -> None:
+    """The README's screenshot: what a user sees first, with the model's default method (no method in the link)."""
+    tab.goto(url, timeout=LOAD)
+    tab.wait_for_selector(selector, state="attached", timeout=LOAD)
+    _shot(tab, name)
 
 
 def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
@@ -179,8 +187,7 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     opacity.press("ArrowRight")
     page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.45", timeout=STEP)
     assert page.evaluate(overlay_scale) == viridis and "#440154" in viridis  # viridis starts at #440154
-    slider.press("End")
-    _shot(page, "image.png")
+    _first_screen_shot(page, f"{app_url}/image?model={model}&example=shapes-star", ".image-view", "image.png")
 
 
 def test_compare_page(app_url: str, page: Any) -> None:
