@@ -108,7 +108,7 @@ if results is not None and len(results):
                            labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
                            title=f"Words the model leans on for {safe_text(label)} (seen at least twice)"))
     st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),
-                       "corpus_words.csv", "text/csv")
+                       "corpus_words.csv", "text/csv", on_click="ignore")
     if evidence:
         rate = evidence_hit_rate(results, evidence)
         st.metric("Rows whose top word is a deciding word (ground truth)", f"{rate:.0%}")

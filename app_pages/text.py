@@ -111,12 +111,12 @@ if exp is not None:
         st.info(note)
         st.plotly_chart(figures.score_bar(exp), key="matrix")
         st.download_button("Relevance row (PNG)", lambda: figures.figure_png(figures.score_bar(exp)),
-                           f"{stem}_relevance.png", "image/png", key="text_matrix_png")
+                           f"{stem}_relevance.png", "image/png", key="text_matrix_png", on_click="ignore")
     elif exp.matrix is not None:
         matrix_fig = figures.matrix_heatmap(exp, specials=specials)
         st.plotly_chart(matrix_fig, key="matrix")
         st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig), f"{stem}_matrix.png",
-                           "image/png", key="text_matrix_png")
+                           "image/png", key="text_matrix_png", on_click="ignore")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
                 + safe_text(describe(exp.settings)) + ".")

@@ -64,17 +64,18 @@ def downloads(exp: Any, charts: dict[str, Callable[[], Any]], key: str, stem: st
     view = view or {}
     cols = st.columns(2 + len(charts))
     cols[0].download_button("Scores (CSV)", lambda: figures.scores_csv(exp), f"{stem}.csv", "text/csv",
-                            key=f"{key}_csv")
+                            key=f"{key}_csv", on_click="ignore")
     cols[0].download_button("Explanation (JSON)", lambda: figures.scores_json(exp), f"{stem}.json",
-                            "application/json", key=f"{key}_json")
+                            "application/json", key=f"{key}_json", on_click="ignore")
     cols[1].download_button("View (HTML)", lambda: exp.to_html(**view).encode("utf-8"), f"{stem}.html",
-                            "text/html", key=f"{key}_html", help="One file with the layer slider; opens offline")
+                            "text/html", key=f"{key}_html", help="One file with the layer slider; opens offline",
+                            on_click="ignore")
     if exp.kind == "text":
         highlight = {k: view[k] for k in ("layer", "raw_attention") if k in view}
         cols[1].download_button("Highlight (SVG)", lambda: figures.token_highlight_svg(exp, **highlight),
-                                f"{stem}_highlight.svg", "image/svg+xml", key=f"{key}_highlight_svg")
+                                f"{stem}_highlight.svg", "image/svg+xml", key=f"{key}_highlight_svg", on_click="ignore")
     for col, (name, make) in zip(cols[2:], charts.items()):
         file = f"{stem}_{name.lower().replace(' ', '-')}"
         for fmt, render, mime in _FIGURE_FORMATS:
             col.download_button(f"{name} ({fmt})", lambda make=make, render=render: render(make()),
-                                f"{file}.{fmt.lower()}", mime, key=f"{key}_{name}_{fmt.lower()}")
+                                f"{file}.{fmt.lower()}", mime, key=f"{key}_{name}_{fmt.lower()}", on_click="ignore")
