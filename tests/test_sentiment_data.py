@@ -238,3 +238,24 @@ def test_word_lists_ship_as_package_data_and_hold_the_hand_lexicon():
         assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2]), key
     templates = [{t for kind in data["templates"][split].values() for t in kind} for split in sentiment.SPLITS]
     assert not (templates[0] & templates[1] or templates[0] & templates[2] or templates[1] & templates[2])
+
+
+MINOR = re.compile(r"(My only complaint|The only downside|My one complaint|The only thing I did not like|"
+                   r"The only good thing|The one positive|The only thing I liked) (?:is|was) that ([^.]*)\.")
+
+
+def test_minor_clauses_never_decide_and_oppose_the_label(splits):
+    """"X was great. My only complaint is that Y": the label is X's, Y is the opposite polarity and holds no
+    evidence. Only the train split has these templates, so the held-out splits are the sets measured before."""
+    found = 0
+    for example in splits["train"]:
+        for match in MINOR.finditer(example.text):
+            found += 1
+            complaint = match.group(1) in ("My only complaint", "The only downside", "My one complaint",
+                                           "The only thing I did not like")
+            assert example.label == ("POSITIVE" if complaint else "NEGATIVE"), example
+            start, end = match.span(2)
+            assert not any(s < end and start < e for s, e in example.evidence), example
+            assert example.evidence, example
+    assert found >= 40
+    assert not any(MINOR.search(e.text) for split in ("validation", "test") for e in splits[split])

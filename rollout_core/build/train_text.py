@@ -26,7 +26,7 @@ SETTINGS = {
     "train_sentences": 8000,
     "validation_sentences": 1000,
     "test_sentences": 2000,
-    "trained_layers": [4, 5],
+    "trained_layers": [3, 4, 5],
     "epochs": 3,
     "batch_size": 32,
     "learning_rate": 1.5e-4,

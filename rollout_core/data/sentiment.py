@@ -78,7 +78,8 @@ _NEUTRAL_SENTENCES = {domain: tuple(sentences) for domain, sentences in _LISTS["
 # polar words. (positive, negative) for every domain, after the ones that fit every domain ("any").
 IMPLIED_PHRASES = {domain: _pair(pair) for domain, pair in _LISTS["implied_phrases"].items()}
 # Sentence templates, disjoint per split: {c} one clause; {c1} {c2} two clauses of the same polarity;
-# contrast templates set c1 to the opposite polarity and let c2 decide; {f} a neutral sentence,
+# contrast and minor templates set c1 to the opposite polarity and let c2 decide (minor ones, "My only
+# complaint is that {c1}", are keyed by the label: minor_positive, minor_negative); {f} a neutral sentence,
 # {p} a neutral prefix, {t} a neutral tail.
 _TEMPLATES = {split: {kind: tuple(t) for kind, t in kinds.items()} for split, kinds in _LISTS["templates"].items()}
 _PREFIXES = {split: tuple(p) for split, p in _LISTS["prefixes"].items()}
@@ -166,6 +167,12 @@ class _Generator:
             for domain in _DOMAIN_ADJ
         }
         self.templates = _TEMPLATES[split]
+        # Kinds of sentence and their weights. "minor" (a deciding clause plus a minor opposite one: "My only
+        # complaint is that ...") is drawn only where the split has its templates (train), so the other splits
+        # make the same draws as before it existed.
+        self.kinds = {"single": 4, "double": 2, "contrast": 3}
+        if "minor_positive" in self.templates:
+            self.kinds["minor"] = 2
 
     # A clause is a list of (piece, is_evidence); `positive` is the polarity the clause must express.
     def clause(self, domain: str, positive: bool) -> list[tuple[str, bool]]:
@@ -239,8 +246,11 @@ class _Generator:
     def sentence(self, positive: bool) -> TextExample:
         rng = self.rng
         domain = rng.choice(tuple(_ENTITIES))
-        kind = rng.choices(("single", "double", "contrast"), (4, 2, 3))[0]
-        template = rng.choice(self.templates[kind])
+        kind = rng.choices(tuple(self.kinds), tuple(self.kinds.values()))[0]
+        if kind == "minor":
+            template = rng.choice(self.templates["minor_positive" if positive else "minor_negative"])
+        else:
+            template = rng.choice(self.templates[kind])
         clauses = {
             "c": self.clause(domain, positive),
             "c1": self.clause(domain, positive if kind == "double" else not positive),
