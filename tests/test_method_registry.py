@@ -56,6 +56,7 @@ def test_registry_lists_the_shipped_methods_without_torch():
     assert [s.name for s in methods.all_methods() if s.needs_gradients] == ["gradient", "attnlrp"]
     assert [s.name for s in methods.all_methods() if s.can_stream] == ["rollout"]
     assert [s.name for s in methods.all_methods() if not s.cumulative] == ["attention", "attnlrp"]
+    assert [s.name for s in methods.all_methods() if not s.layered] == ["attnlrp"]  # one map: no slider over it
     for spec in methods.all_methods():
         assert spec.title and spec.phrase and spec.description
 

@@ -54,6 +54,14 @@ def is_cumulative(method: str) -> bool:
     return method in methods.names() and methods.get(method).cumulative
 
 
+def one_map(*methods: str) -> bool:
+    """Whether every method shown gives one map of the whole model (AttnLRP): the slider then moves only the
+    per-layer (raw) view, so the explorer shows it only there."""
+    from rollout_core import methods as registry
+
+    return bool(methods) and all(m in registry.names() and not registry.get(m).layered for m in methods)
+
+
 def slider_label(*methods: str) -> str:
     """The layer slider's label: it only says "cumulative" when every method shown accumulates layers."""
     return "Layer (cumulative rollout up to this layer)" if all(map(is_cumulative, methods)) else "Layer"

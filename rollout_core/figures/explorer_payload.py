@@ -106,6 +106,7 @@ class ExplorerData(TypedDict):
     raw: bool
     label: str
     raw_label: str
+    one_map: bool  # the methods shown give one map of the whole model: the slider moves only the raw view
     plotly_url: str
     controls: list[ControlSpec]
 

@@ -155,7 +155,9 @@ export default function (component) {
   root.querySelector(".lx-raw-label").textContent = data.raw_label;
   slider.setAttribute("aria-label", data.label);
   slider.max = String(data.layers);
-  root.querySelector(".lx-slider").hidden = data.layers < 2;
+  // one map of the whole model (AttnLRP): the slider moves only the per-layer (raw) view, so it shows only there
+  const showSlider = () => { root.querySelector(".lx-slider").hidden = data.layers < 2 || (data.one_map && !state.raw); };
+  showSlider();
 
   const extra = root.querySelector(".lx-controls-extra");
   if (extra.dataset.keys !== controls.map((c) => c.key).join()) {
@@ -246,6 +248,7 @@ export default function (component) {
   };
   toggle.onchange = () => {
     state.raw = toggle.checked;
+    showSlider();
     show();
     report();
   };

@@ -60,6 +60,7 @@ class MethodSpec:
     uses_residual: bool = True  # the residual weight changes the result
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
     single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
+    layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     layer_view: str = "raw attention"  # what the slider's per-layer view shows (MethodOutput.layer_maps)

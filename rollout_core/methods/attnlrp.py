@@ -43,6 +43,7 @@ METHOD = MethodSpec(
     uses_head_fusion=False,
     uses_residual=False,
     cumulative=False,
+    layered=False,
     can_stream=False,
     recorder=_rules,
     compute=compute,

@@ -77,3 +77,25 @@ def test_standalone_file_works_offline_and_its_slider_switches_the_view(browser:
         assert all(url.startswith("file:") for url in requests), requests
     finally:
         context.close()
+
+
+def test_one_map_method_shows_the_slider_only_for_the_per_layer_view(browser: Any, tiny_model_dir, tmp_path):
+    """AttnLRP is one map of the whole model: a slider over it would move nothing, so it appears only with the
+    per-layer (raw) view; a layered method keeps it from the start."""
+    handle = rc.load_model(str(tiny_model_dir("bert")))
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    try:
+        for method, shown_at_start in (("attnlrp", False), ("rollout", True)):
+            path = tmp_path / f"{method}.html"
+            rc.explain_text(handle, "the cat sat on the mat", method=method).to_html(path)
+            tab = context.new_page()
+            tab.goto(path.as_uri())
+            tab.wait_for_selector(".lx-root[data-view]", state="attached", timeout=WAIT)
+            slider = tab.locator(".lx-root .lx-slider")
+            assert slider.is_visible() is shown_at_start, method
+            tab.locator(".lx-toggle input").check()
+            tab.wait_for_selector(".lx-root[data-view$='-raw']", state="attached", timeout=WAIT)
+            assert slider.is_visible(), method
+            tab.close()
+    finally:
+        context.close()
