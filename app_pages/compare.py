@@ -1,6 +1,8 @@
 """Compare page: two models (or one model with two methods) on the same text or image."""
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from app_pages._lib import core, views
@@ -10,8 +12,10 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
+from rollout_core.explanation import Explanation
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 from rollout_core.models import measured
+from rollout_core.options import Options
 
 MODES = {"models": "Two models, same method", "methods": "One model, two methods"}
 
@@ -44,24 +48,27 @@ else:
     source = image_input().data
     explain = core.explain_image
 
-results = []
-for side, name, allow_pickle, method, target in (("A", name_a, pickle_a, method_a, target_a),
-                                                 ("B", name_b, pickle_b, method_b, target_b)):
-    exp = None
-    if source is not None and core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
-        exp = core.run(f"explaining with {name} ({method.method}) for side {side}", explain, name, allow_pickle,
-                       source, method, target)
-    results.append(exp)
+side_requests = (("A", name_a, pickle_a, method_a, target_a), ("B", name_b, pickle_b, method_b, target_b))
+fetches = [functools.partial(explain, name, allow_pickle, source, method, target)
+           for _, name, allow_pickle, method, target in side_requests]
 
-a, b = results
+
+def explained(side: str, name: str, allow_pickle: bool, method: Options, fetch: functools.partial) -> Explanation | None:
+    """One side's explanation (None after showing why there is none)."""
+    if source is None or not core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
+        return None
+    return core.run(f"explaining with {name} ({method.method}) for side {side}", fetch)
 
 
 SIDES = {"shared": "One scale for both sides", "each": "Each side its own scale"}
 
 
 @st.fragment
-def layer_view(a: object, b: object) -> None:
+def layer_view(fetch_a: functools.partial, fetch_b: functools.partial) -> None:
     """Both sides, their agreement and difference at the slider's layer, switched in the browser."""
+    a, b = (core.run(f"explaining side {side}", fetch) for side, fetch in zip("AB", (fetch_a, fetch_b)))
+    if a is None or b is None:
+        return
     layers = min(a.num_layers, b.num_layers)
     if a.num_layers != b.num_layers:
         st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
@@ -79,7 +86,12 @@ def layer_view(a: object, b: object) -> None:
     sync_url()
 
 
-if a is not None and b is not None:
+def show(a: Explanation | None, b: Explanation | None) -> None:
+    """Both sides, how much they agree, and the layer view. The explanations are kept locals: the page's globals
+    outlive the run (its fragment is a function of this script) in a closed tab's session, for
+    server.disconnectedSessionTTL; the fragment re-fetches them through the cache (`fetches`)."""
+    if a is None or b is None:
+        return
     cols = st.columns(2)
     for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
@@ -93,5 +105,9 @@ if a is not None and b is not None:
         if result.note:
             st.caption(safe_text(result.note))
         st.subheader("Layer by layer: both sides, their agreement and difference")
-        layer_view(a, b)
+        layer_view(*fetches)
+
+
+show(*(explained(side, name, allow_pickle, method, fetch)
+       for (side, name, allow_pickle, method, _), fetch in zip(side_requests, fetches)))
 sync_url()

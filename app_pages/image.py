@@ -1,6 +1,8 @@
 """Image page: explain an uploaded or bundled image with a ViT-family model."""
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from app_pages._lib import core, views
@@ -11,6 +13,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import domain_warning, trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures
+from rollout_core.explanation import Explanation
 from rollout_core.methods.flow import describe
 from rollout_core.figures.image import DEFAULT_COLORMAP
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
@@ -28,30 +31,35 @@ scale = scale_col.selectbox("Colour map", figures.COLORMAPS, key="cmap")
 with shared_col:
     shared = shared_scale_toggle()
 
-exp = None
-if image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle):
-    exp = core.run(f"running {name} on {source} and computing {method.method}", core.explain_image, name,
-                   allow_pickle, image_bytes, method, target)
+fetch = functools.partial(core.explain_image, name, allow_pickle, image_bytes, method, target)
 
 
 @st.fragment
-def layer_view(exp: object, scale: str) -> None:
+def layer_view(fetch: functools.partial, scale: str) -> None:
     """The layer slider and the overlay opacity with the overlay, patch grid and summary they drive, switched in
     the browser; the values they report back rerun only this part, and the downloads of what is on screen."""
+    exp = core.run("explaining the image", fetch)
+    if exp is None:
+        return
     layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
                                 controls={OVERLAY_OPACITY: DEFAULT_OPACITY}, methods=(exp.method,))
     index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
     st.subheader("Downloads")
-    views.downloads(exp, {
-        "Overlay": lambda: figures.image_overlay(exp, layer=index, raw_attention=raw, opacity=opacity,
-                                                 colormap=scale),
-        "Patch grid": lambda: figures.patch_heatmap(exp, layer=index, raw_attention=raw, colormap=scale),
+    views.downloads(fetch, exp.kind, {
+        "Overlay": lambda e: figures.image_overlay(e, layer=index, raw_attention=raw, opacity=opacity,
+                                                   colormap=scale),
+        "Patch grid": lambda e: figures.patch_heatmap(e, layer=index, raw_attention=raw, colormap=scale),
     }, key="image", stem=views.download_stem(exp, source),
        view=dict(layer=index, raw_attention=raw, colormap=scale, opacity=opacity))
     sync_url()
 
 
-if exp is not None:
+def show(exp: Explanation | None) -> None:
+    """Everything drawn from the explanation, kept a local: the page's globals outlive the run (its fragment and
+    download makers are functions of this script) in a closed tab's session, for server.disconnectedSessionTTL.
+    The fragment and the makers re-fetch it through the cache (`fetch`)."""
+    if exp is None:
+        return
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp)
@@ -64,8 +72,11 @@ if exp is not None:
             how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"
             st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
-        layer_view(exp, scale)
+        layer_view(fetch, scale)
         trust_line(name, allow_pickle, exp, image_bytes)
         domain_warning(name, exp)
 
+
+loaded = image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle)
+show(core.run(f"running {name} on {source} and computing {method.method}", fetch) if loaded else None)
 sync_url()

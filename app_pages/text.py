@@ -1,6 +1,8 @@
 """Text page: explain one sentence with the chosen model and method."""
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 
 from app_pages._lib import core, views
@@ -13,6 +15,7 @@ from app_pages._lib.state import param, sync_url
 from rollout_core import figures
 from rollout_core.methods.flow import describe
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
+from rollout_core.explanation import Explanation
 
 st.title("Text")
 
@@ -35,29 +38,25 @@ if handle is not None and handle.task == "sentence-encoder":
                                help="The prediction is the label whose embedding is most similar to the text's.")
     labels = tuple(label.strip() for label in raw_labels.split(",") if label.strip()) or None
 
-# The fragment re-fetches its explanation through the cache from `request`, so a closed session's fragment holds
-# the request, not the explanation (sessions outlive their tab by server.disconnectedSessionTTL). Every head's
-# attention is kept only while the head panel is open.
+# Every head's attention is kept only while the head panel is open.
 request = (name, allow_pickle, text, method, target, labels)
 param("heads_open", False)
-exp = None
-if handle is not None:
-    exp = core.run(f"running {name} and computing {method.method}", core.explain_text, *request,
-                   keep_heads=bool(st.session_state["heads_open"]))
+fetch = functools.partial(core.explain_text, *request, keep_heads=bool(st.session_state["heads_open"]))
 
 
 @st.fragment
 def layer_view(request: tuple, specials: str) -> None:
     """The layer slider with the highlight, summary and bars it drives (switched in the browser), and the
     per-head grid of the chosen layer (drawn here when open: it follows the slider after a short pause)."""
-    exp = core.run("explaining the text", core.explain_text, *request, keep_heads=bool(st.session_state["heads_open"]))
+    fetch = functools.partial(core.explain_text, *request, keep_heads=bool(st.session_state["heads_open"]))
+    exp = core.run("explaining the text", fetch)
     if exp is None:
         return
     layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
                                 methods=(exp.method,))
     index = views.layer_index(layer)
     st.caption("Downloads of the layer on screen:")
-    views.downloads(exp, {"Bar chart": lambda: figures.score_bar(exp, layer=index, raw_attention=raw)},
+    views.downloads(fetch, exp.kind, {"Bar chart": lambda e: figures.score_bar(e, layer=index, raw_attention=raw)},
                     key="text", stem=views.download_stem(exp, exp.text), view=dict(layer=index, raw_attention=raw))
     param("heads_open", False)
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
@@ -84,7 +83,13 @@ def head_view(exp: object, index: int, specials: str) -> None:
         st.plotly_chart(figures.matrix_heatmap(exp, layer=index, head=head, specials=specials), key="head_big")
 
 
-if exp is not None:
+def show(exp: Explanation | None) -> None:
+    """Everything drawn from the explanation. The explanation is kept a local, never a global of this page: the
+    page's globals outlive the run (its fragment and download makers are functions of this script), and Streamlit
+    keeps a closed tab's session for server.disconnectedSessionTTL. The fragment and the makers re-fetch it
+    through the cache instead (`request`, `fetch`)."""
+    if exp is None:
+        return
     if exp.truncation:
         cut = exp.truncation
         st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
@@ -110,15 +115,17 @@ if exp is not None:
     if note:
         st.info(note)
         st.plotly_chart(figures.score_bar(exp), key="matrix")
-        st.download_button("Relevance row (PNG)", lambda: figures.figure_png(figures.score_bar(exp)),
+        st.download_button("Relevance row (PNG)", lambda: figures.figure_png(figures.score_bar(fetch())),
                            f"{stem}_relevance.png", "image/png", key="text_matrix_png", on_click="ignore")
     elif exp.matrix is not None:
-        matrix_fig = figures.matrix_heatmap(exp, specials=specials)
-        st.plotly_chart(matrix_fig, key="matrix")
-        st.download_button("Matrix (PNG)", lambda: figures.figure_png(matrix_fig), f"{stem}_matrix.png",
-                           "image/png", key="text_matrix_png", on_click="ignore")
+        st.plotly_chart(figures.matrix_heatmap(exp, specials=specials), key="matrix")
+        st.download_button("Matrix (PNG)",
+                           lambda: figures.figure_png(figures.matrix_heatmap(fetch(), specials=specials)),
+                           f"{stem}_matrix.png", "image/png", key="text_matrix_png", on_click="ignore")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
                 + safe_text(describe(exp.settings)) + ".")
 
+
+show(core.run(f"running {name} and computing {method.method}", fetch) if handle is not None else None)
 sync_url()

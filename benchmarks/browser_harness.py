@@ -31,10 +31,11 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def streamlit_server(script: Path, log_path: Path, cwd: Path = ROOT) -> Iterator[str]:
-    """Start `streamlit run script` (offline, one thread per op), wait until it answers, yield its URL, and
-    always stop it afterwards. The repository root is on PYTHONPATH so scripts outside it import the code."""
-    port = free_port()
+def streamlit_server(script: Path, log_path: Path, cwd: Path = ROOT, port: int | None = None) -> Iterator[str]:
+    """Start `streamlit run script` (offline, one thread per op) on `port` (default: a free one), wait until it
+    answers, yield its URL, and always stop it afterwards. The repository root is on PYTHONPATH so scripts
+    outside it import the code."""
+    port = port or free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     with log_path.open("w") as log:

@@ -7,7 +7,7 @@ further long text (ROLLOUT_MAX_COMPUTE_SECONDS raised so it is allowed), closes 
 and samples the server's CPU use (utime + stime from /proc/<pid>/stat) every half second for 10 s: it must fall
 back to idle within seconds.
 
-    python benchmarks/load_server.py [--texts 50] [--cache-mb 512] [--flow-seconds 5]
+    python benchmarks/load_server.py [--texts 50] [--cache-mb 512] [--flow-seconds 5] [--port 8650]
 """
 from __future__ import annotations
 
@@ -79,12 +79,13 @@ def main() -> int:
     parser.add_argument("--texts", type=int, default=50)
     parser.add_argument("--cache-mb", type=float, default=512)
     parser.add_argument("--flow-seconds", type=float, default=5.0)
+    parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
 
     os.environ.update(ROLLOUT_RESULT_CACHE_MB=str(args.cache_mb), ROLLOUT_MAX_COMPUTE_SECONDS="100000")
     log = Path("/tmp") / f"load_server_{os.getpid()}.log"
-    with streamlit_server(HERE.parent / "app.py", log) as url, sync_playwright() as playwright:
+    with streamlit_server(HERE.parent / "app.py", log, port=args.port) as url, sync_playwright() as playwright:
         pid = server_pid(int(url.rsplit(":", 1)[1]))
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         print(f"server pid {pid}, cache bound {args.cache_mb:g} MB, RSS at start {rss_mb(pid):.0f} MB", flush=True)

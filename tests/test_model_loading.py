@@ -105,6 +105,25 @@ def test_allowed_roots(bert_copy, tmp_path, monkeypatch):
         outside.unlink()
 
 
+def test_every_path_outside_the_allowed_roots_gets_one_message(bert_copy, tmp_path, monkeypatch):
+    """A visitor probing paths learns nothing: not whether a path exists or is a file, nor where the roots are."""
+    root = tmp_path / "allowed"
+    root.mkdir()
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", str(root))
+    (root / "link").symlink_to(bert_copy)  # inside by name, outside once resolved
+    probes = {"a file": bert_copy / "config.json", "a model folder": bert_copy, "nothing": tmp_path / "no" / "such",
+              "a symlink out": root / "link", "a climb out": root / ".." / bert_copy.name}
+    messages = {}
+    for what, path in probes.items():
+        with pytest.raises(SecurityError) as refused:
+            load_model(str(path))
+        messages[what] = str(refused.value).replace(str(path), "<path>")
+        assert str(root) not in messages[what] and str(tmp_path) not in messages[what], what
+    assert len(set(messages.values())) == 1, messages
+    with pytest.raises(ModelLoadError, match="no such model folder"):  # inside the roots, paths may be told apart
+        load_model(str(root / "missing"))
+
+
 def test_hub_without_network_fails_fast(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.perf_counter()

@@ -1,13 +1,16 @@
 """Issue 16: the pages' results are bounded by bytes, least recently used out first; sizes come from the arrays."""
 from __future__ import annotations
 
+import os
 import threading
 import time
 
 import numpy as np
+import pytest
 
 from rollout_core.explanation import Explanation
-from rollout_core.result_cache import ByteCache, max_cache_bytes, size_of
+from rollout_core import result_cache
+from rollout_core.result_cache import TRIM_BYTES, ByteCache, limit_heap_growth, max_cache_bytes, size_of
 
 MB = 2**20
 
@@ -79,3 +82,39 @@ def test_the_bound_comes_from_the_setting(monkeypatch):
     assert max_cache_bytes() == 512 * MB
     monkeypatch.delenv("ROLLOUT_RESULT_CACHE_MB")
     assert max_cache_bytes() == 2048 * MB
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_large_eviction_hands_the_freed_heap_back_to_the_system():
+    """Arrays under the pinned mmap threshold live in the heap; freed below a live block they stay resident
+    until `malloc_trim`, which the cache calls after evicting TRIM_BYTES or more."""
+    if not limit_heap_growth():  # as app.py does
+        pytest.skip("not glibc: nothing to trim")
+    block = 512 * 1024  # under the 1 MiB threshold: heap, not mmap
+    count = 2 * TRIM_BYTES // block
+    cache = ByteCache(max_bytes=lambda: count * block + 1024)
+    for i in range(count):
+        cache.get_or_compute(i, lambda: np.ones(block, dtype=np.uint8))  # touched: resident
+    pin = np.ones(block, dtype=np.uint8)  # allocated after them: the heap cannot shrink from the top
+    before = _resident_bytes()
+    cache.get_or_compute("big", lambda: np.zeros(count * block, dtype=np.uint8))  # untouched: evicts all
+    freed = before - _resident_bytes()
+    assert cache.keys() == ["big"] and pin.sum() == block
+    assert freed >= count * block // 2  # without the trim the freed arrays stay resident (freed ~ 0)
+
+
+def test_a_small_eviction_does_not_trim(monkeypatch):
+    trims = []
+    monkeypatch.setattr(result_cache, "release_freed_memory", lambda: trims.append(1))
+    cache = ByteCache(max_bytes=lambda: TRIM_BYTES, size=lambda value: value)
+    cache.get_or_compute("a", lambda: TRIM_BYTES // 2)
+    cache.get_or_compute("b", lambda: TRIM_BYTES // 2 + 1)  # evicts "a": half of TRIM_BYTES
+    assert trims == []
+    cache.get_or_compute("c", lambda: TRIM_BYTES)  # evicts "b": just over half; still under
+    assert trims == [] and cache.keys() == ["c"]
+    cache.get_or_compute("d", lambda: 1)  # evicts "c": TRIM_BYTES
+    assert trims == [1]

@@ -53,29 +53,33 @@ _FIGURE_FORMATS = (("PNG", figures.figure_png, "image/png"), ("SVG", figures.fig
                    ("PDF", figures.figure_pdf, "application/pdf"))
 
 
-def downloads(exp: Any, charts: dict[str, Callable[[], Any]], key: str, stem: str,
+def downloads(fetch: Callable[[], Any], kind: str, charts: dict[str, Callable[[Any], Any]], key: str, stem: str,
               view: dict[str, Any] | None = None) -> None:
     """CSV and JSON of the scores; the standalone HTML page of the view on screen (`view`: its layer,
-    raw_attention and display options, as `Explanation.to_html` takes them) and, for text, its highlight as SVG;
-    PNG, SVG and PDF of each figure. Everything is rendered only when clicked; files are named `{stem}...`.
+    raw_attention and display options, as `Explanation.to_html` takes them) and, for `kind` "text", its highlight
+    as SVG; PNG, SVG and PDF of each figure (`charts`: name -> figure of an explanation). Everything is rendered
+    only when clicked; files are named `{stem}...`.
 
-    The makers run when a button is clicked, outside the script run: they must not read session state, so the
-    caller binds the layer and settings on screen into them (and draws this where those change)."""
+    The makers hold `fetch`, the cached call that gave the explanation, not the explanation: Streamlit keeps a
+    closed tab's makers for minutes (server.disconnectedSessionTTL), and an explanation the result cache has
+    dropped must not stay alive through them. They run when a button is clicked, outside the script run: they
+    must not read session state, so the caller binds the layer and settings on screen into them (and draws this
+    where those change)."""
     view = view or {}
     cols = st.columns(2 + len(charts))
-    cols[0].download_button("Scores (CSV)", lambda: figures.scores_csv(exp), f"{stem}.csv", "text/csv",
+    cols[0].download_button("Scores (CSV)", lambda: figures.scores_csv(fetch()), f"{stem}.csv", "text/csv",
                             key=f"{key}_csv", on_click="ignore")
-    cols[0].download_button("Explanation (JSON)", lambda: figures.scores_json(exp), f"{stem}.json",
+    cols[0].download_button("Explanation (JSON)", lambda: figures.scores_json(fetch()), f"{stem}.json",
                             "application/json", key=f"{key}_json", on_click="ignore")
-    cols[1].download_button("View (HTML)", lambda: exp.to_html(**view).encode("utf-8"), f"{stem}.html",
+    cols[1].download_button("View (HTML)", lambda: fetch().to_html(**view).encode("utf-8"), f"{stem}.html",
                             "text/html", key=f"{key}_html", help="One file with the layer slider; opens offline",
                             on_click="ignore")
-    if exp.kind == "text":
+    if kind == "text":
         highlight = {k: view[k] for k in ("layer", "raw_attention") if k in view}
-        cols[1].download_button("Highlight (SVG)", lambda: figures.token_highlight_svg(exp, **highlight),
+        cols[1].download_button("Highlight (SVG)", lambda: figures.token_highlight_svg(fetch(), **highlight),
                                 f"{stem}_highlight.svg", "image/svg+xml", key=f"{key}_highlight_svg", on_click="ignore")
     for col, (name, make) in zip(cols[2:], charts.items()):
         file = f"{stem}_{name.lower().replace(' ', '-')}"
         for fmt, render, mime in _FIGURE_FORMATS:
-            col.download_button(f"{name} ({fmt})", lambda make=make, render=render: render(make()),
+            col.download_button(f"{name} ({fmt})", lambda make=make, render=render: render(make(fetch())),
                                 f"{file}.{fmt.lower()}", mime, key=f"{key}_{name}_{fmt.lower()}", on_click="ignore")

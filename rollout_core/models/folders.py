@@ -62,32 +62,34 @@ def resolve(name: str, *, allow_pickle: bool) -> Resolved:
         path = Path(name).expanduser()
     except RuntimeError:  # ~nosuchuser/x: no such home folder
         raise ModelLoadError(f"no such model folder: {name}") from None
-    if path.exists():
-        if not path.is_dir():
-            raise ModelLoadError(f"{name} is a file; give the folder that holds config.json and the weights")
-        return Resolved(_check_root(path), None)
+    looks_local = name.startswith(("/", ".", "~")) or "\\" in name or not _HUB_ID.match(name)
+    if path.exists() or (entry is None and looks_local):
+        return Resolved(_local_folder(path, name), None)
     if entry is not None:
         return Resolved(_from_hub(entry.source(), allow_pickle=allow_pickle), entry)
-    if name.startswith(("/", ".", "~")) or "\\" in name or not _HUB_ID.match(name):
-        raise ModelLoadError(f"no such model folder: {name}")
     return Resolved(_from_hub(name, allow_pickle=allow_pickle), None)
 
 
-def _check_root(folder: Path) -> Path:
-    """Refuse folders (and files inside them, via symlinks) outside the allowed roots."""
-    real = folder.resolve()
+def _local_folder(path: Path, name: str) -> Path:
+    """The real folder `path` names. Under allowed roots, a path outside them is refused before anything else is
+    said of it, with one message for every such path: a visitor learns neither whether it exists or is a file
+    nor where the roots are. Files inside the folder must lie under the roots too (symlinks)."""
+    real = path.resolve()
     roots = allowed_roots()
-    if not roots:
-        return real
 
-    def inside(path: Path) -> bool:
-        return any(path.is_relative_to(root) for root in roots)
+    def inside(target: Path) -> bool:
+        return not roots or any(target.is_relative_to(root) for root in roots)
 
-    if not inside(real) or not all(inside(f.resolve()) for f in real.rglob("*")):
-        raise SecurityError(
-            f"the model folder {folder} is outside the allowed model folders "
-            f"({os.pathsep.join(map(str, roots))}; server setting ROLLOUT_ALLOWED_MODEL_ROOTS)"
-        )
+    outside = SecurityError(f"the model folder {name} is outside the allowed model folders "
+                            "(server setting ROLLOUT_ALLOWED_MODEL_ROOTS)")
+    if not inside(real):
+        raise outside
+    if not path.exists():
+        raise ModelLoadError(f"no such model folder: {name}")
+    if not path.is_dir():
+        raise ModelLoadError(f"{name} is a file; give the folder that holds config.json and the weights")
+    if roots and not all(inside(f.resolve()) for f in real.rglob("*")):
+        raise outside
     return real
 
 
