@@ -53,16 +53,16 @@ def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int, t
     else:
         expls = explain_texts(model, list(rows["text"]), method=method, batch_size=batch_size)
     out: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for (_, row), expl in zip(rows.iterrows(), expls):
+    for row_id, text, label, expl in zip(rows["id"], rows["id"] if images else rows["text"], rows["label"], expls):
         if images:
             units = [(token, -1, -1, float(v)) for token, v in zip(expl.display_tokens(), expl.display_scores())]
         else:
             units = word_scores(expl)
         best = sorted(range(len(units)), key=lambda i: -units[i][3])[:top_k]
-        out["id"].append(str(row["id"]))
+        out["id"].append(str(row_id))
         out["kind"].append("image" if images else "text")
-        out["text"].append(str(row["id"]) if images else str(row["text"]))
-        out["label"].append(None if row["label"] is None or pd.isna(row["label"]) else str(row["label"]))
+        out["text"].append(str(text))
+        out["label"].append(None if label is None or pd.isna(label) else str(label))
         out["prediction"].append(expl.prediction[0].label if expl.prediction else None)
         out["probability"].append(expl.prediction[0].probability if expl.prediction else None)
         out["top_words"].append([units[i][0] for i in best])
