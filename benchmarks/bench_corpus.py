@@ -1,11 +1,12 @@
 """Corpus throughput and memory: the batched local engine vs a one-by-one loop, RSS at 1k and 10k rows, Ray vs local.
 
 Side by side in one run on default-text with rollout (generated sentences):
-- one-by-one: `explain_text` per sentence (what a notebook loop does) vs `run_local` with batches;
+- one-by-one: `explain_text` per sentence (what a notebook loop does) vs `run_local` with batches, in rows per
+  wall second and per CPU-second (all threads; steadier than wall time when other jobs share the cores);
 - memory: the engine's peak RSS after N1 and after N2 rows (it writes chunks and keeps nothing);
 - with --ray: Ray Data with 2 actors vs local on the same rows, and Ray's start-up (init + actor model loads).
 
-    python benchmarks/bench_corpus.py [--loop 200] [--rows 1000 10000] [--ray]
+    python benchmarks/bench_corpus.py [--loop 200] [--rows 1000 10000] [--workers 2] [--ray]
 """
 from __future__ import annotations
 
@@ -45,31 +46,32 @@ def main() -> None:
     parser.add_argument("--loop", type=int, default=200, help="rows for the one-by-one vs batched comparison")
     parser.add_argument("--rows", type=int, nargs=2, default=(1000, 10000), help="RSS after this many rows")
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2, help="run_local's threads (one torch thread each)")
     parser.add_argument("--ray", action="store_true")
     args = parser.parse_args()
     model = load_model(args.model)
     quiet = lambda done, total: None  # noqa: E731
     texts = corpus(args.loop)
     explain_text(model, texts["text"][0], method="rollout")  # warm-up (the corpus run is rollout too)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for text in texts["text"]:
         explain_text(model, text, method="rollout")
-    loop = time.perf_counter() - start
+    loop, loop_cpu = time.perf_counter() - start, time.process_time() - cpu
     with tempfile.TemporaryDirectory() as out:
-        start = time.perf_counter()
-        run_local(model, texts, out, batch_size=args.batch_size, progress=quiet)
-        batched = time.perf_counter() - start
-    print(f"{args.model}, rollout, {args.loop} generated sentences, batch {args.batch_size}")
-    print("| case | rows/s | ratio |\n|---|---|---|")
-    print(f"| one-by-one explain_text loop | {args.loop / loop:.1f} | 1.0x |")
-    print(f"| run_local, batched | {args.loop / batched:.1f} | {loop / batched:.1f}x |")
+        start, cpu = time.perf_counter(), time.process_time()
+        run_local(model, texts, out, batch_size=args.batch_size, workers=args.workers, progress=quiet)
+        batched, batched_cpu = time.perf_counter() - start, time.process_time() - cpu
+    print(f"{args.model}, rollout, {args.loop} generated sentences, batch {args.batch_size}, {args.workers} workers")
+    print("| case | rows/s | ratio | rows per CPU-second |\n|---|---|---|---|")
+    print(f"| one-by-one explain_text loop | {args.loop / loop:.1f} | 1.0x | {args.loop / loop_cpu:.1f} |")
+    print(f"| run_local, batched | {args.loop / batched:.1f} | {loop / batched:.1f}x | {args.loop / batched_cpu:.1f} |")
     small, large = args.rows
     rows = corpus(large)
     with tempfile.TemporaryDirectory() as out:
-        run_local(model, rows.iloc[:small], out, batch_size=args.batch_size, progress=quiet)
+        run_local(model, rows.iloc[:small], out, batch_size=args.batch_size, workers=args.workers, progress=quiet)
         at_small = rss_mib()
         start = time.perf_counter()
-        run_local(model, rows, out, batch_size=args.batch_size, progress=quiet)
+        run_local(model, rows, out, batch_size=args.batch_size, workers=args.workers, progress=quiet)
         rate = (large - small) / (time.perf_counter() - start)
         at_large = rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

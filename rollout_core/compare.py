@@ -67,17 +67,13 @@ def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tup
     if expl.text is None or expl.offsets is None:
         raise InputError("word scores need a text explanation with character offsets")
     spans = words(expl.text)
-    totals = np.zeros(len(spans))
     shown = expl.display_scores(scores)
-    starts = np.array([s for _, s, _ in spans])
-    ends = np.array([e for _, _, e in spans])
-    for position, value in zip(expl.display_positions(), shown):
-        start, end = expl.offsets[position]
-        if end <= start:
-            continue
-        hit = np.flatnonzero((starts < end) & (ends > start))
-        if hit.size:
-            totals[hit] += value / hit.size
+    tokens = np.array([expl.offsets[p] for p in expl.display_positions()], dtype=np.int64).reshape(-1, 2)
+    words_ = np.array([(s, e) for _, s, e in spans], dtype=np.int64).reshape(-1, 2)
+    hits = ((words_[None, :, 0] < tokens[:, 1:]) & (words_[None, :, 1] > tokens[:, :1])
+            & (tokens[:, 1:] > tokens[:, :1]))  # (token, word): the token's characters overlap the word's
+    count = hits.sum(1)
+    totals = np.divide(shown, count, out=np.zeros_like(shown), where=count > 0) @ hits
     total = totals.sum()
     if total > 0:
         totals = totals / total

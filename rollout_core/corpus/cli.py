@@ -24,7 +24,8 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
     parser.add_argument("--batch-size", type=int, default=16)
     parser.add_argument("--chunk-rows", type=int, default=256, help="rows per Parquet chunk (local engine)")
-    parser.add_argument("--workers", type=int, default=2, help="Ray actors (ray engine)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="threads of one torch thread each (local engine), or Ray actors (ray engine)")
     parser.add_argument("--top-k", type=int, default=TOP_K, help="top words/patches stored per row")
     parser.add_argument("--text-column", default="text")
     return parser
@@ -85,6 +86,6 @@ def _run(args: argparse.Namespace) -> int:
         from rollout_core.models.loading import load_model
 
         run_local(load_model(args.model), corpus, args.out, method=args.method, batch_size=args.batch_size,
-                  chunk_rows=args.chunk_rows, top_k=args.top_k)
+                  chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers)
     print(f"wrote {len(corpus)} rows to {args.out}")
     return 0

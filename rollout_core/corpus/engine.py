@@ -8,17 +8,25 @@ from __future__ import annotations
 import json
 import os
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 from tqdm import tqdm
 
 from rollout_core.compare import word_scores
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts
+from rollout_core.inputs.text import model_max_length, token_counts
+from rollout_core.models import families
+from rollout_core.models.handle import ModelHandle
+from rollout_core.models.loading import load_model
 
 TOP_K = 5
 SCHEMA_VERSION = 2
@@ -45,16 +53,16 @@ def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int, t
     else:
         expls = explain_texts(model, list(rows["text"]), method=method, batch_size=batch_size)
     out: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for (_, row), expl in zip(rows.iterrows(), expls):
+    for row_id, text, label, expl in zip(rows["id"], rows["id"] if images else rows["text"], rows["label"], expls):
         if images:
             units = [(token, -1, -1, float(v)) for token, v in zip(expl.display_tokens(), expl.display_scores())]
         else:
             units = word_scores(expl)
         best = sorted(range(len(units)), key=lambda i: -units[i][3])[:top_k]
-        out["id"].append(str(row["id"]))
+        out["id"].append(str(row_id))
         out["kind"].append("image" if images else "text")
-        out["text"].append(str(row["id"]) if images else str(row["text"]))
-        out["label"].append(None if row["label"] is None or pd.isna(row["label"]) else str(row["label"]))
+        out["text"].append(str(text))
+        out["label"].append(None if label is None or pd.isna(label) else str(label))
         out["prediction"].append(expl.prediction[0].label if expl.prediction else None)
         out["probability"].append(expl.prediction[0].probability if expl.prediction else None)
         out["top_words"].append([units[i][0] for i in best])
@@ -106,28 +114,64 @@ def check_manifest(out: Path, facts: dict[str, Any]) -> None:
 Progress = Callable[[int], None]  # called with the number of rows just explained, after every batch
 
 
+def length_order(model: Any, rows: pd.DataFrame) -> np.ndarray:
+    """Positions of `rows` by token count (stable), so that a batch holds texts of similar lengths and pads
+    little (generated sentences, batch 64: 1.41x the real tokens in input order, 1.12x sorted); images keep
+    their order (one size)."""
+    if "image" in rows.columns or rows.empty:
+        return np.arange(len(rows))
+    handle = model if isinstance(model, ModelHandle) else load_model(model)
+    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset, None)
+    return np.argsort(token_counts(handle.processor, [str(t) for t in rows["text"]], limit), kind="stable")
+
+
+@contextmanager
+def _mapper(workers: int) -> Iterator[Callable]:
+    """`map` over `workers` threads of one torch thread each (restored after), or the plain `map` for one.
+
+    Why: splitting every small matrix product of a batch over the cores wastes about half the CPU on
+    synchronisation (and far more when other jobs share the cores); whole batches per core do not.
+    """
+    if workers <= 1:
+        yield map
+        return
+    before = torch.get_num_threads()
+    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
+    try:
+        yield pool.map
+    finally:
+        pool.shutdown(cancel_futures=True)
+        torch.set_num_threads(before)
+
+
 def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K,
-                       progress: Progress | None = None) -> pa.Table:
-    """`explain_rows` over `rows` in batches of `batch_size`, calling `progress` after each batch."""
+                       progress: Progress | None = None, workers: int = 1) -> pa.Table:
+    """`explain_rows` over `rows` in batches of `batch_size` of similar lengths (`length_order`) on `workers`
+    threads (`_mapper`), calling `progress` after each batch; the rows come back in input order."""
+    order = length_order(model, rows)
+    batches = [rows.iloc[order[first:first + batch_size]] for first in range(0, len(rows), batch_size)]
     tables = []
-    for first in range(0, len(rows), batch_size):
-        batch = rows.iloc[first:first + batch_size]
-        tables.append(explain_rows(model, batch, method, batch_size, top_k))
-        if progress is not None:
-            progress(len(batch))
-    return pa.concat_tables(tables)
+    with _mapper(workers) as run:
+        for batch, table in zip(batches, run(lambda b: explain_rows(model, b, method, batch_size, top_k), batches)):
+            tables.append(table)
+            if progress is not None:
+                progress(len(batch))
+    return pa.concat_tables(tables).take(np.argsort(order))
 
 
 def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
-              batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K,
+              batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K, workers: int = 2,
               progress: Callable[[int, int], None] | None = None) -> Path:
     """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
+
+    `workers` threads explain whole batches, each with one torch thread (`_mapper`); 1: the calling thread with
+    torch's own thread count.
 
     `progress(done, to_do)` is called after every batch; without it a progress bar with rate and time left goes
     to stderr.
     """
-    if batch_size < 1 or chunk_rows < 1:
-        raise InputError("batch_size and chunk_rows must be >= 1")
+    if batch_size < 1 or chunk_rows < 1 or workers < 1:
+        raise InputError("batch_size, chunk_rows and workers must be >= 1")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     check_manifest(out, {"model": model_label(model), "method": method, "top_k": top_k, "schema": SCHEMA_VERSION})
@@ -149,7 +193,7 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
     try:
         for first in range(0, len(todo), chunk_rows):
             part = todo.iloc[first:first + chunk_rows]
-            _write_chunk(explain_in_batches(model, part, method, batch_size, top_k, advance), out, index)
+            _write_chunk(explain_in_batches(model, part, method, batch_size, top_k, advance, workers), out, index)
             index += 1
     finally:
         if bar is not None:
