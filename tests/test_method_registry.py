@@ -13,7 +13,7 @@ from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.summary import summarize
 
-KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp", "norm", "alti", "value_zeroing",
+KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp", "norm", "alti", "alti_tuned", "value_zeroing",
          "sink_free"}  # the methods the project ships, written out by hand
 
 FAKE_METHOD = '''

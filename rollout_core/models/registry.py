@@ -31,6 +31,8 @@ class RegistryEntry:
     hub_id: str | None = None  # recommended hub models
     locate: Callable[[], Path] | None = None  # embedded models: the folder (computed when asked)
     built_by_setup: bool = False  # True: the folder appears after `python -m rollout_core setup`
+    first_tuned_layer: int | None = None  # models the project fine-tuned on top of a frozen backbone: the first
+    # trained encoder layer (as its training record in rollout_core/assets says); the layers below are frozen
 
     def source(self) -> str:
         """The folder (embedded) or hub id (recommended) to load."""
@@ -51,13 +53,13 @@ EMBEDDED: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "default-text", "bert", "text-classification", "text",
         "all-MiniLM-L6-v2 fine-tuned by the project for sentiment (NEGATIVE / POSITIVE)",
-        embedded=True, locate=lambda: models_dir() / "default-text", built_by_setup=True,
+        embedded=True, locate=lambda: models_dir() / "default-text", built_by_setup=True, first_tuned_layer=4,
     ),
     RegistryEntry(
         "default-image", "dinov2", "image-classification", "image",
         "DINOv2-small with its top 2 blocks and classifier fine-tuned by the project on generated shapes (the "
         "class is decided by a known region); 96.7% test accuracy at 224 px",
-        embedded=True, locate=lambda: models_dir() / "default-image", built_by_setup=True,
+        embedded=True, locate=lambda: models_dir() / "default-image", built_by_setup=True, first_tuned_layer=10,
     ),
     RegistryEntry(
         "dinov2-small", "dinov2", "image-backbone", "image",

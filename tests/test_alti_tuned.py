@@ -1,0 +1,77 @@
+"""ALTI rollout over the fine-tuned blocks, against explicit per-token ALTI loops and the training records."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+from test_contribution_methods import TEXT, _alti_layer, _bert_layers, _forward, _method_output
+
+from rollout_core.explain import explain_text, explain_texts
+from rollout_core.models import registry
+from rollout_core.paths import ASSETS_DIR
+
+
+@pytest.fixture
+def tuned_from(monkeypatch):
+    """`tuned_from(handle, layer)`: the registry says `handle`'s layers below `layer` were frozen."""
+    def patch(handle, layer):
+        entry = registry.RegistryEntry(handle.name, "bert", "text-classification", "text", "tiny", embedded=True,
+                                       first_tuned_layer=layer)
+        monkeypatch.setattr(registry, "lookup", lambda name: entry if name == handle.name else None)
+    return patch
+
+
+def test_first_tuned_layers_are_the_training_records():
+    image = json.loads((ASSETS_DIR / "image-top" / "training.json").read_text())["settings"]
+    text = json.loads((ASSETS_DIR / "text-sentiment" / "training.json").read_text())["settings"]
+    assert registry.lookup("default-image").first_tuned_layer == 12 - image["trained_blocks"]  # DINOv2-small: 12
+    assert registry.lookup("default-text").first_tuned_layer == min(text["trained_layers"])
+    assert registry.lookup("dinov2-small").first_tuned_layer is None
+
+
+def test_rolls_out_explicit_alti_of_the_tuned_layers_only(tiny_handle, tuned_from):
+    handle = tiny_handle("bert")
+    tuned_from(handle, 1)
+    hidden, atts = _forward(handle.model, dict(handle.processor([TEXT], return_tensors="pt")))
+    with torch.no_grad():
+        top = _alti_layer(_bert_layers(handle)[1], hidden[1], atts[1])  # layer 1 alone: layer 0 is frozen
+    e = explain_text(handle, TEXT, method="alti_tuned")
+    assert e.settings["first_tuned_layer"] == 1
+    np.testing.assert_allclose(e.scores, top[0].numpy(), atol=2e-5)
+    one_hot = np.eye(len(e.tokens))[0]  # after the frozen layer the [CLS] row is still [CLS] alone
+    np.testing.assert_allclose(e.layer_scores[0], one_hot, atol=1e-12)
+    np.testing.assert_allclose(e.layer_attention[0], np.eye(len(e.tokens)), atol=1e-12)
+    np.testing.assert_allclose(e.layer_attention[1], top.numpy(), atol=2e-5)
+
+
+def test_without_a_training_record_it_is_alti_rollout(tiny_handle):
+    handle = tiny_handle("bert")
+    e, alti = (explain_text(handle, TEXT, method=m) for m in ("alti_tuned", "alti"))
+    assert e.settings["first_tuned_layer"] == 0
+    np.testing.assert_allclose(e.scores, alti.scores, atol=1e-12)
+
+
+def test_padding_is_zero_and_a_batch_equals_single_texts(tiny_handle, tuned_from):
+    handle = tiny_handle("bert")
+    tuned_from(handle, 1)
+    texts = ["the movie was very good and fun", "bad plot"]
+    inputs = dict(handle.processor(texts, return_tensors="pt", padding=True))
+    short = int(inputs["attention_mask"][1].sum())
+    with torch.no_grad():
+        out = _method_output(handle, "alti_tuned", inputs)
+    assert short < inputs["input_ids"].shape[1]
+    assert (out.layer_rows[:, 1, short:] == 0).all() and (out.matrix[1, short:] == 0).all()
+    assert (out.layer_maps[:, 1, short:] == 0).all() and (out.layer_maps[:, 1, :, short:] == 0).all()
+    for batched, text in zip(explain_texts(handle, texts, method="alti_tuned"), texts):
+        alone = explain_text(handle, text, method="alti_tuned")
+        np.testing.assert_allclose(batched.scores, alone.scores, atol=1e-5)
+
+
+def test_spec():
+    from rollout_core import methods
+
+    spec = methods.get("alti_tuned")
+    assert not spec.uses_head_fusion and not spec.uses_residual and spec.cumulative
+    assert not spec.class_specific and not spec.can_stream
