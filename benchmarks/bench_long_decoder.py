@@ -24,22 +24,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
-import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench_memory import measure_child, measure_peak
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=16, num_attention_heads=4,
              num_key_value_heads=2, vocab_size=1000, max_position_embeddings=32768)
-
-
-def _status_kib(field: str) -> int:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(field + ":"):
-            return int(line.split()[1])
-    raise KeyError(field)
 
 
 def _child(mode: str, n: int, cap_bytes: int, out: str) -> dict:
@@ -61,31 +53,16 @@ def _child(mode: str, n: int, cap_bytes: int, out: str) -> dict:
         return streaming_rollout(handle, {"input_ids": ids}, rows=[length - 1], **options)
 
     run(16)
-    limit = _status_kib("VmSize") * 1024 + cap_bytes
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS
-    before = _status_kib("VmRSS")
-    start = time.perf_counter()
-    try:
-        result = run(n)
-    except (RuntimeError, MemoryError) as err:
-        return {"mode": mode, "n": n, "failed": str(err).splitlines()[0][:120]}
-    seconds = time.perf_counter() - start
+    result, measured = measure_peak(lambda: run(n), cap_bytes)
+    if result is None:
+        return {"mode": mode, "n": n, **measured}
     torch.save(result.layer_rows[:, 0, 0], out)
     spill = result.spill or {}
-    return {"mode": mode, "n": n, "extra_mib": (_status_kib("VmHWM") - before) / 1024, "seconds": seconds,
-            "dtype": spill.get("dtype", "-"), "disk_mib": spill.get("bytes", 0) / 2**20}
+    return {"mode": mode, "n": n, **measured, "dtype": spill.get("dtype", "-"), "disk_mib": spill.get("bytes", 0) / 2**20}
 
 
 def _measure(mode: str, n: int, cap_bytes: int, out: Path) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, str(n), str(cap_bytes), str(out)]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "MALLOC_MMAP_THRESHOLD_": str(2**20)}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:120]
-        return {"mode": mode, "n": n, "failed": reason}
-    return json.loads(lines[-1])
+    return {"mode": mode, "n": n, **measure_child(__file__, [mode, str(n), str(cap_bytes), str(out)], {})}
 
 
 def main() -> None:
