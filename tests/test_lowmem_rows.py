@@ -168,3 +168,21 @@ def test_explanation_says_the_matrix_is_not_available(tmp_path, monkeypatch):
     assert "lowmem_mode" not in full.settings
     assert rows.scores == pytest.approx(full.scores, abs=ATOL)
     assert rows.layer_scores == pytest.approx(full.layer_scores, abs=ATOL)
+
+
+def test_unpadded_causal_input_gets_no_mask_tensor(llama, monkeypatch):
+    """Eager's float mask is n x n per sample (4 GiB at 32k): row-only mode applies the causal rule by blocks."""
+    from rollout_core.lowmem import paths
+
+    masks, original = [], paths.stream_attention
+
+    def spy(module, query, key, value, attention_mask, *args, **kwargs):
+        masks.append(attention_mask)
+        return original(module, query, key, value, attention_mask, *args, **kwargs)
+
+    monkeypatch.setattr(paths, "stream_attention", spy)
+    inputs = {"input_ids": _batch()["input_ids"][:1]}
+    streaming_rollout(_handle(llama), inputs, rows=[5], row_only=True)
+    assert len(masks) == 3 and all(mask is None for mask in masks)
+    streaming_rollout(_handle(llama), inputs, rows=[5], row_only=False)
+    assert all(mask is not None and mask.is_floating_point() for mask in masks[3:])
