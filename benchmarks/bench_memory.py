@@ -34,6 +34,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
@@ -78,6 +79,13 @@ def _child(mode: str, n: int, cap_bytes: int) -> dict:
                 streaming_rollout(handle, inputs, rows=[0])
 
     run(16)
+    _, measured = measure_peak(lambda: run(n), cap_bytes)
+    return {"mode": mode, "n": n, **measured}
+
+
+def measure_peak(run: Callable[[], Any], cap_bytes: int) -> tuple[Any, dict]:
+    """Call `run` once with the peak RSS reset first, under an address-space cap of `cap_bytes` above the
+    current size (0: none): (its result, {"extra_mib", "seconds"}), or (None, {"failed": reason})."""
     if cap_bytes:
         limit = _status_kib("VmSize") * 1024 + cap_bytes
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
@@ -85,24 +93,29 @@ def _child(mode: str, n: int, cap_bytes: int) -> dict:
     before = _status_kib("VmRSS")
     start = time.perf_counter()
     try:
-        run(n)
+        result = run()
     except (RuntimeError, MemoryError) as err:
-        return {"mode": mode, "n": n, "failed": str(err).splitlines()[0][:120]}
+        return None, {"failed": str(err).splitlines()[0][:120]}
     seconds = time.perf_counter() - start
-    return {"mode": mode, "n": n, "extra_mib": (_status_kib("VmHWM") - before) / 1024, "seconds": seconds}
+    return result, {"extra_mib": (_status_kib("VmHWM") - before) / 1024, "seconds": seconds}
 
 
-def _measure(mode: str, n: int, cap_bytes: int, fixed_malloc: bool) -> dict:
-    cmd = [sys.executable, __file__, "--child", mode, str(n), str(cap_bytes)]
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+def measure_child(script: str, args: list[str], env: dict[str, str], fixed_malloc: bool = True) -> dict:
+    """Run `script --child *args` in a fresh interpreter and return the JSON line it prints last."""
+    cmd = [sys.executable, script, "--child", *args]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", **env}
     if fixed_malloc:
         env["MALLOC_MMAP_THRESHOLD_"] = str(2**20)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     if proc.returncode != 0 or not lines:
-        reason = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:120]
-        return {"mode": mode, "n": n, "failed": reason}
+        return {"failed": (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1][:120]}
     return json.loads(lines[-1])
+
+
+def _measure(mode: str, n: int, cap_bytes: int, fixed_malloc: bool) -> dict:
+    result = measure_child(__file__, [mode, str(n), str(cap_bytes)], {"OMP_NUM_THREADS": "1"}, fixed_malloc)
+    return {"mode": mode, "n": n, **result}
 
 
 def _cell(result: dict) -> str:

@@ -75,7 +75,7 @@ def check_settings() -> None:
     problems = []
     for read in (size.max_params, loading.cache_size, images.max_image_pixels, lowmem.memory_budget_bytes,
                  result_cache.max_cache_bytes, budget.max_seconds, budget.max_heavy_jobs,
-                 lambda: env_folder("ROLLOUT_MODELS_DIR"), lambda: env_folders("ROLLOUT_ALLOWED_MODEL_ROOTS")):
+                 lambda: env_folder("ROLLOUT_MODELS_DIR"), lambda: env_folder("ROLLOUT_SPILL_DIR"), lambda: env_folders("ROLLOUT_ALLOWED_MODEL_ROOTS")):
         try:
             read()
         except SettingsError as err:

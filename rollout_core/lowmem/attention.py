@@ -13,9 +13,14 @@ from rollout_core.maths.fusion import fuse_heads
 _UNSUPPORTED_KWARGS = ("s_aux", "sinks")  # attention sinks change the softmax; not reproduced here
 
 
+BLOCK_ENTRIES = 2**24
+"""At most this many scores in one block (64 MiB in float32): at 32k tokens a quarter of n x n is 1 GiB."""
+
+
 def query_block(batch: int, heads: int, n: int) -> int:
-    """Query rows per block so that one block of scores is about a quarter of an (n, n) matrix."""
-    return max(1, min(n, n // max(1, 4 * batch * heads)))
+    """Query rows per block so that one block of scores is about a quarter of an (n, n) matrix, and at most
+    BLOCK_ENTRIES scores."""
+    return max(1, min(n, n // max(1, 4 * batch * heads), BLOCK_ENTRIES // max(1, batch * heads * n)))
 
 
 def block_probabilities(
@@ -116,15 +121,20 @@ def stream_attention(
             probs = block_probabilities(query, key, attention_mask, start, stop, **options)
             if accumulator.wants(layer):
                 block = fuse_heads(probs, how=accumulator.head_fusion)
-                if fused is None:
+                if accumulator.row_only:
+                    accumulator.add_rows(block, start)
+                elif fused is None:
                     fused = accumulator.fused_buffer(batch, q_len, block.dtype, block.device)
-                fused[:, start:stop] = block
+                if fused is not None:
+                    fused[:, start:stop] = block
             if output is not None:
                 output[:, :, start:stop] = torch.matmul(probs.to(value.dtype), values)
             del probs
     if fused is not None:
         accumulator.add(fused)
         del fused
+    elif accumulator.row_only and accumulator.wants(layer):
+        accumulator.end_layer()
     if use_sdpa:
         from transformers.integrations.sdpa_attention import sdpa_attention_forward
 

@@ -51,19 +51,21 @@ def _module_uses_interface(name: str) -> bool:
 # Path 1: the attention interface
 
 
-def _mask_function() -> Callable[..., Any]:
-    """Masks for the streaming implementation: eager's additive float masks.
+def _mask_function(compact: bool) -> Callable[..., Any]:
+    """Masks for the streaming implementation: eager's additive float masks, or SDPA's (`compact`).
 
     Eager's format is safe in both directions if another thread's forward crosses the switch:
-    SDPA, eager and `block_probabilities` all read additive float masks.
+    SDPA, eager and `block_probabilities` all read additive float masks. But it is a float (n, n) per
+    sample, 4 GiB at 32k tokens; the row-only mode takes SDPA's: none at all for an unpadded causal input
+    (the causal rule is applied block by block), else one byte per entry.
     """
-    from transformers.masking_utils import eager_mask
+    from transformers.masking_utils import eager_mask, sdpa_mask
 
-    return eager_mask
+    return sdpa_mask if compact else eager_mask
 
 
 @contextlib.contextmanager
-def streaming_implementation(model: torch.nn.Module) -> Iterator[None]:
+def streaming_implementation(model: torch.nn.Module, compact_mask: bool = False) -> Iterator[None]:
     """Point every config of `model` at "rollout_stream" for the duration, then restore everything."""
     from transformers import PretrainedConfig
     from transformers.masking_utils import AttentionMaskInterface
@@ -72,7 +74,7 @@ def streaming_implementation(model: torch.nn.Module) -> Iterator[None]:
     with LOCK:
         registered = STREAM_IMPLEMENTATION not in AttentionInterface._global_mapping
         AttentionInterface._global_mapping[STREAM_IMPLEMENTATION] = stream_attention
-        AttentionMaskInterface._global_mapping[STREAM_IMPLEMENTATION] = _mask_function()
+        AttentionMaskInterface._global_mapping[STREAM_IMPLEMENTATION] = _mask_function(compact_mask)
         configs = {id(m.config): m.config for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)}
         saved = {key: cfg._attn_implementation_internal for key, cfg in configs.items()}
         try:
@@ -126,7 +128,7 @@ def _hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
 
 @contextlib.contextmanager
 def attention_hooks(model: torch.nn.Module) -> Iterator[None]:
-    """Hook the innermost attention modules for the duration; the model runs eagerly."""
+    """Hook the innermost attention modules for the duration; the model runs eagerly (its own masks)."""
     modules = _innermost_attention_modules(model)
     if not modules:
         raise UnsupportedModelError(

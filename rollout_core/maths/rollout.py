@@ -13,6 +13,7 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
+from rollout_core.maths.row_step import clean_rows, residual_normalise_
 
 Attentions = Sequence[torch.Tensor] | torch.Tensor
 SORT_CHUNK_ENTRIES = 2**24  # entries ranked at once when discarding (bounds the int64 sort buffers)
@@ -128,24 +129,12 @@ def augment_layer(
         raise InputError(f"fused attention must be (batch, n, n), got shape {tuple(fused.shape)}")
     dtype = compute_dtype(fused.dtype)
     batch, n, _ = fused.shape
-    values = fused.to(dtype=dtype, copy=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_(min=0.0)
     real = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    if real is not None:
-        values.mul_(real[:, :, None]).mul_(real[:, None, :])
+    values = clean_rows(fused, real, 0, dtype)
     if discard_ratio > 0:
         pair_mask = torch.ones_like(values) if real is None else real[:, :, None] * real[:, None, :]
         values = _discard_lowest(values, pair_mask, float(discard_ratio))
-    diagonal = values.diagonal(dim1=-2, dim2=-1)
-    diagonal.add_(float(residual_weight) if real is None else float(residual_weight) * real)
-    row_sums = values.sum(dim=-1, keepdim=True)
-    empty = row_sums[..., 0] <= 0
-    if real is not None:
-        empty &= real > 0
-    if bool(empty.any()):  # keep the token itself rather than divide by zero
-        values[empty] = 0.0
-        diagonal.masked_fill_(empty, 1.0)
-        row_sums = values.sum(dim=-1, keepdim=True)
-    return values.div_(row_sums.clamp_min(torch.finfo(dtype).tiny))
+    return residual_normalise_(values, 0, residual_weight, real)
 
 
 def _augmented_layers(

@@ -137,8 +137,18 @@ def _streamed_batch(
         real, head(streamed.outputs, real, targets), pooling, "lowmem",
         layer_rows=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_rows.double()),
         layer_attention_scores=torch.einsum("br,lbrj->lbj", w_rows, streamed.layer_attention_rows.double()),
-        matrix=streamed.matrix, layer_attention=None, head_attention=None,
+        matrix=streamed.matrix, layer_attention=None, head_attention=None, method_facts=_row_only_facts(streamed),
     )
+
+
+def _row_only_facts(streamed: lowmem.Streamed) -> dict[str, Any]:
+    """Settings of the row-only streaming mode (none for the full matrix): why there is no matrix, the files."""
+    if streamed.spill is None:
+        return {}
+    return {"lowmem_mode": "rows only", "spill_dtype": streamed.spill["dtype"],
+            "spill_mib": round(streamed.spill["bytes"] / 2**20, 1),
+            "matrix_note": "the full n x n rollout is not available: it would exceed the memory budget "
+                           "(ROLLOUT_MEMORY_BUDGET_MB), so only the explained rows were computed"}
 
 
 def _build(
