@@ -6,6 +6,7 @@ real in-process Streamlit runtime (tests/streamlit_runtime.py), with a result ca
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import gc
 from pathlib import Path
 from typing import Callable, Iterator
@@ -49,7 +50,9 @@ def _closed_visits(page: str, queries: list[dict[str, str]]) -> tuple[int, int]:
             return stored, len(_live(before))
 
     before = frozenset(map(id, _live()))
-    return asyncio.run(scenario())
+    # on a thread of its own: in the full suite Playwright's sync API leaves an event loop running in this one
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, scenario()).result()
 
 
 def test_closed_text_sessions_hold_no_explanation(tiny_model_dir: Callable[[str], Path], uncached: None) -> None:
