@@ -241,6 +241,8 @@ def _options(
         raise InputError(f"discard_ratio must be in [0, 1), not {discard_ratio}")
     layers = handle.num_layers
     start = _layer("start_layer", start_layer, layers)
+    if spec.first_layer is not None:
+        start = max(start, spec.first_layer(handle))
     end = layers if end_layer is None else _layer("end_layer", end_layer, layers + 1)
     if end <= start:
         raise InputError(f"end_layer ({end}) must be greater than start_layer ({start}); the model has {layers} layers")

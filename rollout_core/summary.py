@@ -99,7 +99,8 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     if spec is not None and not spec.cumulative:  # one map of the whole model (AttnLRP): no layer range to name
         return f"{spec.phrase} for class {expl.target}" if spec.class_specific else spec.phrase
     count = last - start
-    through = f"through {count} layer{'s' if count != 1 else ''}" + (f" (layers {start + 1}-{last})" if start else "")
+    span = f"layer {last}" if count == 1 else f"layers {start + 1}-{last}"
+    through = f"through {count} layer{'s' if count != 1 else ''}" + (f" ({span})" if start else "")
     name = expl.method if spec is None else spec.phrase
     if spec is not None and spec.class_specific:
         return f"{name} for class {expl.target} {through}"

@@ -11,6 +11,7 @@ from test_contribution_methods import TEXT, _alti_layer, _bert_layers, _forward,
 from rollout_core.explain import explain_text, explain_texts
 from rollout_core.models import registry
 from rollout_core.paths import ASSETS_DIR
+from rollout_core.summary import summarize
 
 
 @pytest.fixture
@@ -40,10 +41,20 @@ def test_rolls_out_explicit_alti_of_the_tuned_layers_only(tiny_handle, tuned_fro
     e = explain_text(handle, TEXT, method="alti_tuned")
     assert e.settings["first_tuned_layer"] == 1
     np.testing.assert_allclose(e.scores, top[0].numpy(), atol=2e-5)
-    one_hot = np.eye(len(e.tokens))[0]  # after the frozen layer the [CLS] row is still [CLS] alone
-    np.testing.assert_allclose(e.layer_scores[0], one_hot, atol=1e-12)
-    np.testing.assert_allclose(e.layer_attention[0], np.eye(len(e.tokens)), atol=1e-12)
-    np.testing.assert_allclose(e.layer_attention[1], top.numpy(), atol=2e-5)
+    assert e.settings["start_layer"] == 1 and len(e.layer_scores) == 1  # the slider holds the tuned layer only
+    np.testing.assert_allclose(e.layer_attention[0], top.numpy(), atol=2e-5)
+    assert "through 1 layer (layer 2)" in summarize(e)
+
+
+def test_a_start_layer_below_the_first_tuned_one_is_raised_and_above_it_kept(tiny_handle, tuned_from):
+    handle = tiny_handle("bert")
+    tuned_from(handle, 1)
+    assert explain_text(handle, TEXT, method="alti_tuned", start_layer=0).settings["start_layer"] == 1
+    tuned_from(handle, 0)
+    kept = explain_text(handle, TEXT, method="alti_tuned", start_layer=1)
+    assert kept.settings["start_layer"] == 1
+    np.testing.assert_allclose(kept.scores, explain_text(handle, TEXT, method="alti", start_layer=1).scores,
+                               atol=1e-12)
 
 
 def test_without_a_training_record_it_is_alti_rollout(tiny_handle):

@@ -64,5 +64,8 @@ class MethodSpec:
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     layer_view: str = "raw attention"  # what the slider's per-layer view shows (MethodOutput.layer_maps)
+    first_layer: "Callable[[ModelHandle], int] | None" = None  # the lowest layer the method reads on a model
+    # (the layers below count as the identity): a start_layer below it is raised to it, so the slider, the
+    # summary and the settings show only the layers the result depends on
     recorder: "Callable[[Any], ContextManager[Any]] | None" = None  # hooks active during the forward pass
     compute: "Callable[[MethodInput], MethodOutput] | None" = None

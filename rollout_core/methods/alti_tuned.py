@@ -1,5 +1,6 @@
 """ALTI rollout over the fine-tuned blocks: ALTI contributions (Ferrando et al. 2022) rolled out from the first
-block the task was trained in, the frozen pretrained blocks below counting as the identity.
+block the task was trained in: the method's layer range starts there (`first_layer`), so the slider, the
+summary and the settings show the tuned blocks only, and the frozen pretrained blocks below are never read.
 
 Why: default-image is DINOv2-small with only its top 2 of 12 blocks fine-tuned. Rolled out through the ten frozen
 blocks, ALTI moves the mass from the shape onto its outline and onto clutter edges: on the first 40 test shapes its
@@ -32,21 +33,19 @@ def first_tuned_layer(handle: "ModelHandle") -> int:
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
-    """ALTI of the fine-tuned layers, identity (padding rows and columns 0) below, rolled out over the range."""
+    """ALTI of the layers of the range, rolled out; the range starts at the first tuned layer (`first_layer`)."""
     import torch
 
     from rollout_core.maths.contributions import alti_contributions
 
-    rec, mask = method_input.recorded, method_input.mask
-    first = first_tuned_layer(method_input.handle)
-    tuned = alti_contributions(replace(rec, layers=rec.layers[first:], residual=rec.residual[first:],
-                                       attn_input=rec.attn_input[first:], probs=rec.probs[first:],
-                                       block_out=rec.block_out[first:]), mask)
-    batch, n = tuned.shape[1], tuned.shape[-1]
-    real = torch.ones(batch, n, dtype=tuned.dtype, device=tuned.device) if mask is None else mask.to(tuned)
-    frozen = (torch.eye(n, dtype=tuned.dtype, device=tuned.device) * real[:, :, None]).expand(first, batch, n, n)
-    out = contribution_rollout(torch.cat([frozen, tuned]), method_input, residual_weight=0.0)
-    out.extras = {"first_tuned_layer": first}
+    rec, o = method_input.recorded, method_input.options
+    span = slice(o.start_layer, o.end_layer)
+    tuned = alti_contributions(replace(rec, layers=rec.layers[span], residual=rec.residual[span],
+                                       attn_input=rec.attn_input[span], probs=rec.probs[span],
+                                       block_out=rec.block_out[span]), method_input.mask)
+    below = tuned.new_zeros(1, *tuned.shape[1:]).expand(o.start_layer, *tuned.shape[1:])  # outside the range: unread
+    out = contribution_rollout(torch.cat([below, tuned]), method_input, residual_weight=0.0)
+    out.extras = {"first_tuned_layer": first_tuned_layer(method_input.handle)}
     return out
 
 
@@ -61,6 +60,7 @@ METHOD = MethodSpec(
     uses_head_fusion=False,
     uses_residual=False,
     layer_view="ALTI contributions (identity in frozen blocks)",
+    first_layer=first_tuned_layer,
     recorder=layer_recorder("ALTI rollout"),
     compute=compute,
 )
