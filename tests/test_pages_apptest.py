@@ -273,6 +273,16 @@ def test_image_page_bundled_example(tiny_model_dir: Callable[[str], Path]) -> No
     assert chart_count(at) == 2  # overlay and patch grid
 
 
+def test_default_image_slider_holds_only_the_fine_tuned_layers_of_its_default_method() -> None:
+    at = page("app_pages/image.py", model=default("default-image"))
+    assert_clean(at)
+    assert at.selectbox(key="method").value == "alti_tuned"  # the measured default
+    assert any("first fine-tuned layer" in c for c in texts(at.caption))
+    data = explorers(at)[0]
+    assert data["layer"] == 2  # two slider positions: layers 11 and 12 (the 10 frozen ones are not shown)
+    assert "through 2 layers (layers 11-12)" in view_at(data)["summary"]
+
+
 def test_backbone_says_it_has_no_classifier(tiny_model_dir: Callable[[str], Path]) -> None:
     at = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")))
     assert_clean(at)

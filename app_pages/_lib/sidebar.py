@@ -75,6 +75,8 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     param(k("start"), 0, low=0, high=100)
     start = st.number_input("Start layer", min_value=0, max_value=100, step=1, key=k("start"),
                             help="Roll out from this layer (0 = the first).")
+    if spec.first_layer is not None:
+        st.caption(f"{spec.title} starts at the model's first fine-tuned layer: a lower start layer is raised to it.")
     param(k("target"), "")
     target = st.text_input("Target", key=k("target"),
                            help=target_help or "Class to explain (gradient rollout; a label or its index), or the "

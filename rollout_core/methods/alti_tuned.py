@@ -52,14 +52,14 @@ def compute(method_input: MethodInput) -> MethodOutput:
 METHOD = MethodSpec(
     name="alti_tuned",
     title="ALTI rollout (fine-tuned blocks)",
-    phrase="ALTI rollout through the fine-tuned blocks",
+    phrase="ALTI rollout over the fine-tuned blocks",
     description="ALTI contributions (Ferrando et al. 2022) multiplied through the blocks the model was fine-tuned "
                 "in; a frozen pretrained backbone's blocks below are skipped (all blocks when the model has no "
                 "such record).",
     order=5,
     uses_head_fusion=False,
     uses_residual=False,
-    layer_view="ALTI contributions (identity in frozen blocks)",
+    layer_view="ALTI contributions",
     first_layer=first_tuned_layer,
     recorder=layer_recorder("ALTI rollout"),
     compute=compute,
