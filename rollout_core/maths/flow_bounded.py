@@ -24,11 +24,14 @@ from rollout_core.errors import InputError
 from rollout_core.maths.flow import ProgressCallback, flow_rows, row_graph
 from rollout_core.maths.rollout import Attentions
 
-# Seconds per max-flow problem per graph edge, measured on this machine's 2 shared cores (bench_flow_row.py).
-SECONDS_PER_EDGE = 6.0e-8
+# Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 6.5
+# (bench_flow_row.py, 2026-12-04): 0.7e-8 on synthetic 128-token text, 1.4e-8 on default-text's real attention,
+# 1.2e-8 on diffuse 197 x 12, 0.9e-8 on default-image; the first flow of a process adds ~1 s (numba loads its kernel).
+SECONDS_PER_EDGE = 1.2e-8
 DEFAULT_EPS = 0.2
-"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.5x faster than exact with a
-bound of 0; 0.3 is 6.3x with bound 7.5e-2, 0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
+"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.7x faster than exact with a
+bound of 0 (0.32 s vs 1.48 s on maths.maxflow's solver); 0.3 gives bound 7.5e-2 and was no faster in that run,
+0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
 
 
 @dataclass
