@@ -1,4 +1,4 @@
-"""Attention flow: ours (scipy Dinic, graph built once per sample) vs the rollout paper's approach
+"""Attention flow: ours (maths.maxflow's compiled Dinic, one graph per explained row) vs the rollout paper's approach
 (networkx edmonds_karp, one call per (output, input) pair), on the same graphs, in one run.
 
     python benchmarks/bench_flow.py [--quick]

@@ -5,25 +5,22 @@ The attention graph has one node per (layer, token), layers 0..L. The edge from 
 flow of input token j into output token i is the maximum flow from node (0, j) to node (L, i); each
 output row is then normalised to sum to 1.
 
-The rollout paper's code calls networkx's edmonds_karp once per (output, input) pair in Python. Here
-one graph per explained row is built once as a CSR matrix and scipy's Dinic solver (C code) is called
-once per input token; scipy's edmonds_karp is ~100x slower on these dense layered graphs (measured,
-benchmarks/RESULTS.md). The graph holds only what a row's problems can use: layer 0 is one source
-slot whose n out-edges are rewritten per input token (the other layer-0 nodes have no in-edges, so
-their out-edges carry nothing), and the top layer keeps only the edges into the explained output
-(or, for a pooled readout, into the pooled outputs and from them into a super-sink): (L-2)·n² + 2n
-edges instead of (L-1)·n² + n. Measured side by side this is no faster than the previous graph (0.95-1.3x
-under load, benchmarks/RESULTS.md); the slot is what lets the bounded flow (maths.flow_bounded) keep one
-residual layout for all input tokens. scipy rebuilds its residual graph on every call (most of a call
-here) and its solver cannot be warm-started. No per-source trick shares work between input tokens: max
-flows from several sources do not add up (a super-source gives their joint maximum, not each share).
+The rollout paper's code calls networkx's edmonds_karp once per (output, input) pair in Python. Here one graph per
+explained row is built once and its n problems, one per input token, are solved on it by Dinic's algorithm in
+compiled code (maths.maxflow); scipy's `maximum_flow`, used before, rebuilt its residual graph on each call and
+was 5-15x slower per row (benchmarks/RESULTS.md). The graph holds only what a row's problems can use: layer 0 is
+one source slot whose n out-edges are rewritten per input token (the other layer-0 nodes have no in-edges, so
+their out-edges carry nothing), and the top layer keeps only the edges into the explained output (or, for a
+pooled readout, into the pooled outputs and from them into a super-sink): (L-2)·n² + 2n edges instead of
+(L-1)·n² + n. No per-source trick shares more work between input tokens: max flows from several sources do not
+add up (a super-source gives their joint maximum, not each share).
 
-Integer capacities (scipy needs int32): each capacity is scaled by SCALE = 2^30 and rounded, so it is
-off by at most 0.5/SCALE. No int32 overflow: a capacity is at most SCALE, and a flow value is at most
-the in-capacity of its output node (a row of Ã, sum 1), i.e. SCALE + n/2 after rounding. Error bound:
-every cut's capacity moves by at most (edges in the cut)·0.5/SCALE, so each raw flow value (before the
-row normalisation) is within E/(2·SCALE) of the exact one, E = number of edges (for the CLS row of a
-12-layer, 197-token ViT, E ≈ 3.9e5: 2e-4). Measured against networkx: ~1e-8 (benchmarks/bench_flow.py).
+Integer capacities (exact arithmetic, so the solver ends): each capacity is scaled by SCALE = 2^40 and rounded to
+int64, so it is off by at most 0.5/SCALE. No overflow: a capacity is at most SCALE, and a flow value is at most the
+in-capacity of its output node (a row of Ã, sum 1), i.e. SCALE + n/2 after rounding. Error bound: every cut's
+capacity moves by at most (edges in the cut)·0.5/SCALE, so each raw flow value (before the row normalisation) is
+within E/(2·SCALE) of the exact one, E = number of edges (for the CLS row of a 12-layer, 197-token ViT,
+E ≈ 3.9e5: 1.8e-7).
 """
 from __future__ import annotations
 
@@ -33,8 +30,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 import numpy as np
 import torch
 
-if TYPE_CHECKING:  # scipy is imported where a flow is solved: the CLI's rollout path never pays for it
-    from scipy.sparse import csr_matrix
+if TYPE_CHECKING:  # numba is imported where a flow is solved: the CLI's rollout path never pays for it
+    from rollout_core.maths.maxflow import Network
 
 from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
@@ -42,7 +39,7 @@ from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
 
 ProgressCallback = Callable[[int, int], None]
-SCALE = float(2**30)
+SCALE = float(2**40)
 Solver = Callable[[Sequence[np.ndarray], "int | None", "np.ndarray | None", Callable[[], None]],
                   tuple[np.ndarray, float]]
 """(layers, output, pool weights, tick) -> (normalised row (n,), error bound of the row)."""
@@ -52,52 +49,53 @@ Solver = Callable[[Sequence[np.ndarray], "int | None", "np.ndarray | None", Call
 class RowGraph:
     """One explained row's graph: node 0 is the source slot, node 1 + (l-1)·n + m is (l, m)."""
 
-    matrix: "csr_matrix"  # int32 capacities; the first n entries are the source slot's edges to layer 1
-    sink: int
-    bottom: np.ndarray  # (n, n) int32 scaled Ã_1[i, j]: column j is the source slot's capacities for token j
+    network: "Network"  # its first n rewritable edges are the source slot's, to (1, 0..n-1)
+    slot: np.ndarray  # (n, n) int64, slot[j, i] = scaled Ã_1[i, j]: the source slot's capacities for token j
 
-    def for_source(self, j: int) -> "csr_matrix":
-        """The graph with the source slot standing for input token j."""
-        self.matrix.data[: self.bottom.shape[0]] = self.bottom[:, j]
-        return self.matrix
+    def flow(self, j: int) -> float:
+        """The max flow from input token j (the source slot standing for it); afterwards `reached` is the
+        source side of a minimum cut."""
+        return self.network.solve(self.slot[j]) / SCALE
+
+    def reached(self, layers: int) -> np.ndarray:
+        """(layers, n) bool: node (l, m) on the source side of the last solved problem's minimum cut, l >= 1."""
+        n = self.slot.shape[0]
+        return self.network.level[1 : 1 + layers * n].reshape(layers, n) >= 0
 
 
 def row_graph(layers: Sequence[np.ndarray], output: int | None, pool: np.ndarray | None) -> RowGraph:
     """The graph of one row: into top node `output`, or (pool given) into a super-sink fed by each top
     node i with capacity pool[i]. layers[l] is Ã_(l+1) (n, n), entries [to, from]."""
+    from rollout_core.maths.maxflow import network
+
     n, depth = layers[0].shape[0], len(layers)
-    rows, cols, data = [np.zeros(n, np.int64)], [1 + np.arange(n)], [np.ones(n, np.int64)]
+    tails, heads, data = [np.zeros(n, np.int64)], [1 + np.arange(n)], [np.ones(n, np.int64)]
     pooled = np.flatnonzero(pool > 0) if pool is not None else None
     for d in range(1, depth):  # edges (d, j) -> (d + 1, i) with capacity Ã_(d+1)[i, j]
         targets = np.arange(n) if d < depth - 1 else (np.array([output]) if pooled is None else pooled)
         capacity = np.rint(layers[d][targets] * SCALE).astype(np.int64)
         to, src = np.nonzero(capacity > 0)
-        rows.append(1 + (d - 1) * n + src)
-        cols.append(1 + d * n + targets[to])
+        tails.append(1 + (d - 1) * n + src)
+        heads.append(1 + d * n + targets[to])
         data.append(capacity[to, src])
     top = 1 + (depth - 1) * n
     sink = top + int(output) if pooled is None else top + n
     if pooled is not None:
-        rows.append(top + pooled)
-        cols.append(np.full(len(pooled), sink))
+        tails.append(top + pooled)
+        heads.append(np.full(len(pooled), sink))
         data.append(np.rint(pool[pooled] * SCALE).astype(np.int64))
     size = top + n + (pooled is not None)
-    from scipy.sparse import csr_matrix
-
-    matrix = csr_matrix((np.concatenate(data).astype(np.int32), (np.concatenate(rows), np.concatenate(cols))),
-                        shape=(size, size))
-    return RowGraph(matrix, sink, np.rint(layers[0] * SCALE).astype(np.int32))
+    graph = network(np.concatenate(tails), np.concatenate(heads), np.concatenate(data), size, n, 0, sink)
+    return RowGraph(graph, np.ascontiguousarray(np.rint(layers[0] * SCALE).astype(np.int64).T))
 
 
 def exact_row(layers: Sequence[np.ndarray], output: int | None, pool: np.ndarray | None,
               tick: Callable[[], None]) -> tuple[np.ndarray, float]:
-    """The normalised flow row: one Dinic max flow per input token on one graph."""
-    from scipy.sparse.csgraph import maximum_flow
-
+    """The normalised flow row: one max flow per input token on one graph."""
     graph = row_graph(layers, output, pool)
     values = np.zeros(layers[0].shape[0])
     for j in range(len(values)):
-        values[j] = maximum_flow(graph.for_source(j), 0, graph.sink, method="dinic").flow_value / SCALE
+        values[j] = graph.flow(j)
         tick()
     total = values.sum()
     return (values / total if total > 0 else values), 0.0

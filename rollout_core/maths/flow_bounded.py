@@ -4,12 +4,12 @@ Pruning by mass: each row of every Ã keeps the smallest set of its largest edge
 (1 - eps) of the row's mass; the rest is dropped. Max flow is then solved on the pruned graph G'.
 
 Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut it leaves (S = nodes
-reachable from the source in the residual graph of G'). In the full graph G the same cut has capacity
+reachable from the source in the residual graph of G', which the solver's last search marks, maths.maxflow). In the full graph G the same cut has capacity
 f' + d, d = the capacity of the pruned edges from S to T, and every cut bounds the max flow, so
 f' <= f <= f' + d. Per output row with raw values v'_j, bounds d_j, S' = sum v'_j, D = sum d_j, the
 normalised values v_j / S lie in [v'_j / (S' + D), (v'_j + d_j) / S'], so
 |v_j/S - v'_j/S'| <= max(d_j / S', v'_j * D / (S' (S' + D))). That maximum over the row is the reported bound
-(up to the 2^-30 integer rounding of maths.flow). d_j is summed layer by layer as (1 - s_l)ᵀ R_l s_(l-1),
+(up to the 2^-40 integer rounding of maths.flow). d_j is summed layer by layer as (1 - s_l)ᵀ R_l s_(l-1),
 R_l the pruned part of Ã_l and s_l the indicator of S in layer l, for all input tokens at once.
 """
 from __future__ import annotations
@@ -21,14 +21,17 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.flow import SCALE, ProgressCallback, flow_rows, row_graph
+from rollout_core.maths.flow import ProgressCallback, flow_rows, row_graph
 from rollout_core.maths.rollout import Attentions
 
-# Seconds per max-flow problem per graph edge, measured on this machine's 2 shared cores (bench_flow_row.py).
-SECONDS_PER_EDGE = 6.0e-8
+# Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 6.5
+# (bench_flow_row.py, 2026-12-04): 0.7e-8 on synthetic 128-token text, 1.4e-8 on default-text's real attention,
+# 1.2e-8 on diffuse 197 x 12, 0.9e-8 on default-image; the first flow of a process adds ~1 s (numba loads its kernel).
+SECONDS_PER_EDGE = 1.2e-8
 DEFAULT_EPS = 0.2
-"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.5x faster than exact with a
-bound of 0; 0.3 is 6.3x with bound 7.5e-2, 0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
+"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.7x faster than exact with a
+bound of 0 (0.32 s vs 1.48 s on maths.maxflow's solver); 0.3 gives bound 7.5e-2 and was no faster in that run,
+0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
 
 
 @dataclass
@@ -67,9 +70,6 @@ def prune_by_mass(augmented: np.ndarray, eps: float) -> np.ndarray:
 def _bounded_row(eps: float) -> Callable:
     def solve(full: Sequence[np.ndarray], output: int | None, pool: np.ndarray | None,
               tick: Callable[[], None]) -> tuple[np.ndarray, float]:
-        from scipy.sparse import csr_matrix
-        from scipy.sparse.csgraph import breadth_first_order, maximum_flow
-
         n, depth = full[0].shape[0], len(full)
         # the source slot's edges and a single output's in-edges are n each: pruning them saves nothing
         dense = range(1, depth - 1) if pool is None else range(1, depth)
@@ -80,48 +80,17 @@ def _bounded_row(eps: float) -> Callable:
         top[kept] = removed[-1][kept]
         removed[-1] = top
         graph = row_graph(pruned, output, pool)
-        size = graph.matrix.shape[0]
         values = np.zeros(n)
         reach = np.zeros((n, depth, n), dtype=bool)  # reach[j, l - 1, m]: node (l, m) on the source side
-        structure = None
         for j in range(n):
-            result = maximum_flow(graph.for_source(j), 0, graph.sink, method="dinic")
-            values[j] = result.flow_value / SCALE
-            flow = result.flow
-            if structure is None:  # the residual structure (edges and reverses) is the same for every j
-                structure = _Residual(graph.matrix, flow.indices, flow.indptr)
-            open_ = structure.capacities(graph) - flow.data > 0
-            counts = np.bincount(structure.rows[open_], minlength=size)
-            residual = csr_matrix((np.ones(int(open_.sum())), flow.indices[open_],
-                                   np.concatenate([[0], np.cumsum(counts)])), shape=(size, size))
-            seen = np.zeros(size, dtype=bool)
-            seen[breadth_first_order(residual, 0, directed=True, return_predecessors=False)] = True
-            reach[j] = seen[1 : 1 + depth * n].reshape(depth, n)
+            values[j] = graph.flow(j)
+            reach[j] = graph.reached(depth)
             tick()
         slack = (~reach[:, 0, :] * removed[0].T).sum(axis=1)  # source slot j -> (1, m)
         for l in range(1, depth):
             slack += ((~reach[:, l, :]).astype(float) @ removed[l] * reach[:, l - 1, :]).sum(axis=1)
         return _normalise_with_bound(values, slack)
     return solve
-
-
-class _Residual:
-    """Capacities of a graph laid out on scipy's residual structure (every edge plus its reverse, sorted)."""
-
-    def __init__(self, matrix, indices: np.ndarray, indptr: np.ndarray) -> None:
-        size = matrix.shape[0]
-        self.rows = np.repeat(np.arange(size), np.diff(indptr))
-        keys = self.rows.astype(np.int64) * size + indices
-        own = np.repeat(np.arange(size), np.diff(matrix.indptr)).astype(np.int64) * size + matrix.indices
-        positions = np.searchsorted(keys, own)  # where each entry of the graph's data sits
-        self.capacity = np.zeros(len(indices), dtype=np.int64)
-        self.capacity[positions] = matrix.data
-        self.bottom = positions[: matrix.indptr[1]]  # the source slot's entries, the only ones that change
-
-    def capacities(self, graph) -> np.ndarray:
-        """The capacities with the source slot as it stands now."""
-        self.capacity[self.bottom] = graph.matrix.data[: len(self.bottom)]
-        return self.capacity
 
 
 def _normalise_with_bound(values: np.ndarray, slack: np.ndarray) -> tuple[np.ndarray, float]:
