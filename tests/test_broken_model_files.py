@@ -83,6 +83,13 @@ def dtype_lies(folder: Path) -> None:
     _edit_header(folder, edit)
 
 
+def shape_lies(folder: Path) -> None:
+    def edit(header: dict) -> None:
+        for tensor in _tensors(header):
+            tensor["shape"] = tensor["shape"][::-1]  # the same bytes, matrices transposed
+    _edit_header(folder, edit)
+
+
 def deep_config(folder: Path) -> None:
     _nest(folder / "config.json")
 
@@ -125,6 +132,7 @@ BROKEN = [
     Broken("safetensors-header-length-lies", header_length_lies, "safetensor"),
     Broken("safetensors-offsets-lie", offsets_lie, "safetensor"),
     Broken("safetensors-dtype-lies", dtype_lies, "safetensor"),
+    Broken("safetensors-shape-lies", shape_lies, "shape"),
     Broken("config-nested-deep", deep_config, "config.json"),
     Broken("tokenizer-config-nested-deep", deep_tokenizer_config, "tokenizer"),
     Broken("tokenizer-json-nested-deep", deep_tokenizer_json, "tokenizer"),
@@ -149,7 +157,8 @@ def broken_model(tiny_model_dir: Callable[[str], Path], tmp_path_factory: pytest
         if isinstance(case.breaks, str):
             return case.breaks
         if case.id not in built:
-            folder = Path(shutil.copytree(tiny_model_dir("bert"), tmp_path_factory.mktemp("broken") / case.id))
+            # a name that says nothing of the case: the message, not the path in it, must tell what is wrong
+            folder = Path(shutil.copytree(tiny_model_dir("bert"), tmp_path_factory.mktemp("m") / "model"))
             case.breaks(folder)
             built[case.id] = str(folder)
         return built[case.id]
