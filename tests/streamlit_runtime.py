@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 import urllib.parse
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
@@ -49,18 +49,32 @@ async def runtime(session_ttl: float) -> AsyncIterator[Runtime]:
         Runtime._instance = None
 
 
-async def visit(rt: Runtime, page: str, **query: str) -> str:
-    """Open `page` with `query` in a new session, wait until its script run has finished, close the tab (the
-    session is stored for reconnection); its id."""
+def open_tab(rt: Runtime, page: str, **query: str) -> tuple[str, Client]:
+    """Open `page` with `query` in a new session and start its script run (not waited for); its id and client.
+    `rt.disconnect_session(id)` closes the tab (the session is stored for reconnection)."""
     client = Client()
     session_id = rt.connect_session(client=client, user_info={})
     rt.handle_backmsg(session_id, BackMsg(rerun_script=ClientState(
         query_string=urllib.parse.urlencode(query), page_name=page)))
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + RUN_SECONDS
-    while not client.finished:
-        if loop.time() > deadline:
-            raise TimeoutError(f"the {page} page did not finish within {RUN_SECONDS} s")
-        await asyncio.sleep(0.05)
+    return session_id, client
+
+
+async def visit(rt: Runtime, page: str, **query: str) -> str:
+    """Open `page` with `query` in a new session, wait until its script run has finished, close the tab (the
+    session is stored for reconnection); its id."""
+    session_id, client = open_tab(rt, page, **query)
+    await wait_for(lambda: client.finished > 0, RUN_SECONDS, f"the {page} page's run")
     rt.disconnect_session(session_id)
     return session_id
+
+
+async def wait_for(condition: Callable[[], bool], seconds: float, what: str) -> float:
+    """Poll `condition` every 50 ms until it holds; the seconds that took. TimeoutError naming `what` after
+    `seconds`."""
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    while not condition():
+        if loop.time() - start > seconds:
+            raise TimeoutError(f"{what}: not within {seconds:g} s")
+        await asyncio.sleep(0.05)
+    return loop.time() - start

@@ -31,11 +31,11 @@ MAX_LENGTH = 64
 # Tokenizers, built offline from small vocabularies
 
 
-def wordpiece_tokenizer() -> tf.PreTrainedTokenizerBase:
+def wordpiece_tokenizer(max_length: int = MAX_LENGTH) -> tf.PreTrainedTokenizerBase:
     """BERT WordPiece tokenizer: whole words, single letters, ##letters, punctuation."""
     vocab = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", *WORDS, *LETTERS, *(f"##{c}" for c in LETTERS),
              *".,!?'<>/\"-"]
-    return tf.BertTokenizer(vocab={t: i for i, t in enumerate(dict.fromkeys(vocab))}, model_max_length=MAX_LENGTH)
+    return tf.BertTokenizer(vocab={t: i for i, t in enumerate(dict.fromkeys(vocab))}, model_max_length=max_length)
 
 
 def _byte_level_vocab(specials: list[str]) -> tuple[dict[str, int], list[tuple[str, str]]]:
@@ -94,10 +94,12 @@ def _vocab_size(tokenizer: tf.PreTrainedTokenizerBase) -> int:
 Builder = Callable[[], tuple[torch.nn.Module, object]]
 
 
-def _bert(cls: type, labels: bool) -> Builder:
+def _bert(cls: type, labels: bool, layers: int = 2, max_length: int = MAX_LENGTH) -> Builder:
     def build():
-        tok = wordpiece_tokenizer()
-        config = tf.BertConfig(vocab_size=_vocab_size(tok), **_TEXT, **(_LABELS if labels else {}))
+        tok = wordpiece_tokenizer(max_length)
+        config = tf.BertConfig(vocab_size=_vocab_size(tok), **{**_TEXT, "num_hidden_layers": layers,
+                                                                "max_position_embeddings": max_length + 2},
+                               **(_LABELS if labels else {}))
         return cls(config), tok
     return build
 
@@ -169,6 +171,7 @@ def _swin():
 
 BUILDERS: dict[str, Builder] = {
     "bert": _bert(tf.BertForSequenceClassification, labels=True),
+    "bert-long": _bert(tf.BertForSequenceClassification, labels=True, layers=12, max_length=256),  # slow flows
     "bert-encoder": _bert(tf.BertModel, labels=False),
     "sentence": _bert(tf.BertModel, labels=False),
     "distilbert": _distilbert,

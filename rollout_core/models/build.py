@@ -109,6 +109,7 @@ def load_folder(
             trust_remote_code=trust_remote_code,
             dtype=torch.float32,
             output_loading_info=True,
+            ignore_mismatched_sizes=True,  # refused below by size.check_weights_match, naming the weight
         )
     except _BROKEN_FILES as err:
         raise ModelLoadError(f"could not load the model in {folder} as {task}: {type(err).__name__}: "

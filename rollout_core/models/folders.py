@@ -58,13 +58,15 @@ def resolve(name: str, *, allow_pickle: bool) -> Resolved:
             hint = registry.SETUP_HINT if entry.built_by_setup else "reinstall the project (`bash scripts/install.sh`)"
             raise ModelLoadError(f"the embedded model {name!r} is not built yet ({folder}): {hint}")
         return Resolved(folder, entry)
+    looks_local = name.startswith(("/", ".", "~")) or "\\" in name or not _HUB_ID.match(name)
     try:
         path = Path(name).expanduser()
-    except RuntimeError:  # ~nosuchuser/x: no such home folder
-        raise ModelLoadError(f"no such model folder: {name}") from None
-    looks_local = name.startswith(("/", ".", "~")) or "\\" in name or not _HUB_ID.match(name)
-    if path.exists() or (entry is None and looks_local):
-        return Resolved(_local_folder(path, name), None)
+        if path.exists() or (entry is None and looks_local):
+            return Resolved(_local_folder(path, name), None)
+    # ~nosuchuser/x (no such home folder), a NUL character, a name part longer than the file system allows
+    except (RuntimeError, ValueError, OSError) as err:
+        detail = getattr(err, "strerror", None) or str(err)
+        raise ModelLoadError(f"cannot use {name!r} as a model folder: {detail}") from None
     if entry is not None:
         return Resolved(_from_hub(entry.source(), allow_pickle=allow_pickle), entry)
     return Resolved(_from_hub(name, allow_pickle=allow_pickle), None)

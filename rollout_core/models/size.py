@@ -47,7 +47,13 @@ def declared_params(cls: Any, config: Any) -> int:
 
 
 def check_weights_match(info: dict[str, Any], model: torch.nn.Module, folder: object) -> None:
-    """Refuse a load whose checkpoint lacks weights of the model (they would be random), except tolerated ones."""
+    """Refuse a load whose checkpoint lacks weights of the model, except tolerated ones, or has weights of other
+    shapes than its config gives (either would be left random)."""
+    mismatched = list(info.get("mismatched_keys") or [])
+    if mismatched:
+        key, found, expected = mismatched[0]
+        raise ModelLoadError(f"{len(mismatched)} weights in {folder} have shapes that do not fit its config (first: "
+                             f"{key} is {tuple(found)} in the files, {tuple(expected)} by the config)")
     missing = [k for k in info.get("missing_keys") or [] if not _TOLERATED_MISSING.search(k)]
     if missing:
         total = len(model.state_dict())
