@@ -67,10 +67,12 @@ def test_cli_bad_precision_is_one_error_line(tiny_model_dir, tmp_path):
     _corpus(3).to_csv(source, index=False)
     base = ["corpus", "--data", str(source), "--model", str(tiny_model_dir("bert"))]
     results = run_cli_cases([([*base, "--out", str(tmp_path / "a"), "--precision", "fp8"], None),
-                             ([*base, "--out", str(tmp_path / "b"), "--precision", "int8", "--method", "alti"], None)],
+                             ([*base, "--out", str(tmp_path / "b"), "--precision", "int8", "--method", "alti"], None),
+                             ([*base, "--out", str(tmp_path / "c"), "--precision", "int8", "--engine", "ray"], None)],
                             tmp_path / "cli")
     assert_one_error_line(results[0], "precision", "fp8")
     assert_one_error_line(results[1], "int8", "alti")
+    assert_one_error_line(results[2], "int8", "local engine")
 
 
 class _FakeLibc:
