@@ -2,7 +2,8 @@
 
 Cases: the one-by-one `explain_text` loop with 2 and 1 torch threads; batches in input order with 2 torch threads
 (the engine before issue 14's throughput work) and with 1; batches sorted by token count with 1 torch thread; sorted
-on 2 worker threads of 1 torch thread each (the engine now). CPU-seconds count every thread, so the per-CPU-second
+on 2 worker threads of 1 torch thread each (the engine now), in float32 and with the int8 model of
+`--precision int8` (quantized once, before the cases). CPU-seconds count every thread, so the per-CPU-second
 rate is the steady figure when other jobs share the cores; the median of the repeats is printed.
 
     python benchmarks/bench_corpus_ab.py [--rows 256] [--loop 40] [--repeats 2]
@@ -38,11 +39,13 @@ def main() -> None:
     explain_text(model, rows["text"][0], method="rollout")
     sorted_order = engine.length_order
 
-    def batched(threads: int, workers: int, sort: bool) -> None:
+    int8 = engine.at_precision(model, "int8")
+
+    def batched(threads: int, workers: int, sort: bool, handle: object = model) -> None:
         torch.set_num_threads(threads)
         engine.length_order = sorted_order if sort else (lambda _model, part: np.arange(len(part)))
         for first in range(0, len(rows), CHUNK):
-            engine.explain_in_batches(model, rows.iloc[first:first + CHUNK], "rollout", BATCH, workers=workers)
+            engine.explain_in_batches(handle, rows.iloc[first:first + CHUNK], "rollout", BATCH, workers=workers)
 
     def loop(threads: int) -> None:
         torch.set_num_threads(threads)
@@ -56,6 +59,7 @@ def main() -> None:
         "batches in input order, 1 torch thread": (lambda: batched(1, 1, False), args.rows),
         "batches sorted by length, 1 torch thread": (lambda: batched(1, 1, True), args.rows),
         "sorted, 2 workers x 1 torch thread (now)": (lambda: batched(2, 2, True), args.rows),
+        "sorted, 2 workers x 1 torch thread, int8": (lambda: batched(2, 2, True, int8), args.rows),
     }
     rates: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
     for _ in range(args.repeats):

@@ -23,7 +23,7 @@ from rollout_core import methods
 from rollout_core.calibration import calibrated_head, config_temperature
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
-from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_batch
+from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch
 from rollout_core.inputs.text import pad_token_id
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
@@ -118,7 +118,7 @@ def explain_texts(
         head = calibrated_head(head, config_temperature(handle.config), handle.labels)
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              max_length)
-    encoded = [encode_text(handle.processor, normalise_text(t), limit) for t in texts]
+    encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
     if handle.task == "seq2seq":
         return _noted([explain_seq2seq(handle, e, opts, t, limit) for e, t in zip(encoded, targets)], note)
     out: list[Explanation] = []

@@ -7,48 +7,22 @@ measured from the values (`size_of`: arrays by their buffers, containers by thei
 
 Freed buffers go back to the system: glibc's malloc raises its mmap threshold after each large free, so later
 arrays land in heap arenas that evictions leave fragmented (a 50-text load test: 440 MB handed back by one
-`malloc_trim`). `limit_heap_growth` pins the threshold at 1 MiB, and an eviction of `TRIM_BYTES` or more trims.
+`malloc_trim`). `rollout_core.malloc.limit_heap_growth` pins the threshold at 1 MiB, and an eviction of
+`TRIM_BYTES` or more trims.
 """
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import dataclasses
-import functools
 import sys
 import threading
 from collections import OrderedDict
 from typing import Any, Callable, Hashable
 
+from rollout_core.malloc import release_freed_memory
 from rollout_core.settings_env import env_number
 
 DEFAULT_CACHE_MB = 2048
 TRIM_BYTES = 32 * 2**20
-_M_MMAP_THRESHOLD = -3  # glibc mallopt parameter
-
-
-@functools.cache
-def _libc() -> Any:
-    """glibc, or None (another C library: nothing to tune)."""
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc if hasattr(libc, "malloc_trim") and hasattr(libc, "mallopt") else None
-    except OSError:
-        return None
-
-
-def limit_heap_growth(threshold: int = 2**20) -> bool:
-    """Allocate blocks of `threshold` bytes or more with mmap (returned to the system when freed) for the rest of
-    the process, instead of glibc's threshold that grows after each large free. True when it took effect."""
-    libc = _libc()
-    return bool(libc is not None and libc.mallopt(_M_MMAP_THRESHOLD, threshold))
-
-
-def release_freed_memory() -> None:
-    """Hand freed heap pages back to the system (glibc `malloc_trim`; a no-op elsewhere)."""
-    libc = _libc()
-    if libc is not None:
-        libc.malloc_trim(0)
 
 
 def max_cache_bytes() -> int:

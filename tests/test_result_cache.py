@@ -10,7 +10,8 @@ import pytest
 
 from rollout_core.explanation import Explanation
 from rollout_core import result_cache
-from rollout_core.result_cache import TRIM_BYTES, ByteCache, limit_heap_growth, max_cache_bytes, size_of
+from rollout_core.malloc import limit_heap_growth
+from rollout_core.result_cache import TRIM_BYTES, ByteCache, max_cache_bytes, size_of
 
 MB = 2**20
 

@@ -5,7 +5,7 @@ import argparse
 from typing import Sequence
 
 from rollout_core import methods
-from rollout_core.corpus.engine import TOP_K
+from rollout_core.corpus.engine import TOP_K, check_precision
 from rollout_core.errors import InputError
 
 
@@ -27,6 +27,9 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--workers", type=int, default=2,
                         help="threads of one torch thread each (local engine), or Ray actors (ray engine)")
     parser.add_argument("--top-k", type=int, default=TOP_K, help="top words/patches stored per row")
+    parser.add_argument("--precision", default="float32",
+                        help="float32 (exact) or int8: linear layers quantized to int8, faster and approximate "
+                             "(local engine; rollout, flow, attention, sink_free; see docs/CORPUS.md)")
     parser.add_argument("--text-column", default="text")
     return parser
 
@@ -75,6 +78,9 @@ def _run(args: argparse.Namespace) -> int:
     for name in ("batch_size", "chunk_rows", "workers", "top_k"):
         if getattr(args, name) < 1:
             raise InputError(f"--{name.replace('_', '-')} must be >= 1")
+    check_precision(args.precision, args.method)  # here, not as argparse choices: one error line, exit 2
+    if args.engine == "ray" and args.precision != "float32":
+        raise InputError("--precision int8 is for the local engine (--engine local)")
     corpus = read_corpus(args.data, text_column=args.text_column, limit=args.limit)
     if args.engine == "ray":
         from rollout_core.corpus.ray_engine import run_ray
@@ -86,6 +92,6 @@ def _run(args: argparse.Namespace) -> int:
         from rollout_core.models.loading import load_model
 
         run_local(load_model(args.model), corpus, args.out, method=args.method, batch_size=args.batch_size,
-                  chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers)
+                  chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers, precision=args.precision)
     print(f"wrote {len(corpus)} rows to {args.out}")
     return 0

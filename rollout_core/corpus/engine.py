@@ -5,9 +5,12 @@ whole chunks; a rerun skips every id already present in a chunk.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import sys
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
@@ -24,6 +27,7 @@ from rollout_core.compare import word_scores
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts
 from rollout_core.inputs.text import model_max_length, token_counts
+from rollout_core.malloc import limit_arenas
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
@@ -31,6 +35,8 @@ from rollout_core.models.loading import load_model
 TOP_K = 5
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
+PRECISIONS = ("float32", "int8")
+INT8_METHODS = ("rollout", "flow", "attention", "sink_free")  # computed from the forward's attention weights alone
 
 SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.string()), ("text", pa.string()), ("label", pa.string()),
@@ -111,6 +117,33 @@ def check_manifest(out: Path, facts: dict[str, Any]) -> None:
     path.write_text(json.dumps(facts), encoding="utf-8")
 
 
+def check_precision(precision: str, method: str) -> None:
+    """Refuse a precision other than PRECISIONS, and int8 with a method outside INT8_METHODS (the others
+    differentiate the model or read its linear weights, which int8 layers do not offer)."""
+    if precision not in PRECISIONS:
+        raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
+    if precision == "int8" and method not in INT8_METHODS:
+        raise InputError(f"precision int8 works with the methods {', '.join(INT8_METHODS)}, not {method!r}")
+
+
+def at_precision(handle: ModelHandle, precision: str) -> ModelHandle:
+    """`handle` itself for float32; for int8 a copy whose `nn.Linear` layers are dynamically quantized
+    (`torch.ao.quantization.quantize_dynamic`: int8 weights, one scale per output channel; activations quantized
+    per batch at run time. Per channel: default-text, 512 sentences, half the share error of one scale per
+    tensor and 98.6% vs 96.7% of the predictions kept, at the same speed).
+    The shared handle is left as it is. The copy keeps the hooks the model holds (transformers records the
+    attentions with hooks), so make it while no other thread is explaining with the handle, as `run_local` does
+    before its workers start."""
+    if precision == "float32":
+        return handle
+    model = copy.deepcopy(handle.model)
+    with warnings.catch_warnings():  # torch 2.x points to torchao for new code; this API still works as documented
+        warnings.simplefilter("ignore")
+        spec = {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}
+        model = torch.ao.quantization.quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
+    return dataclasses.replace(handle, model=model)
+
+
 Progress = Callable[[int], None]  # called with the number of rows just explained, after every batch
 
 
@@ -135,6 +168,7 @@ def _mapper(workers: int) -> Iterator[Callable]:
     if workers <= 1:
         yield map
         return
+    limit_arenas()  # else each worker thread gets malloc arenas of its own: RSS +14% from 1k to 10k rows
     before = torch.get_num_threads()
     pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
     try:
@@ -161,23 +195,30 @@ def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: 
 
 def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
               batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K, workers: int = 2,
-              progress: Callable[[int, int], None] | None = None) -> Path:
+              precision: str = "float32", progress: Callable[[int, int], None] | None = None) -> Path:
     """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
 
     `workers` threads explain whole batches, each with one torch thread (`_mapper`); 1: the calling thread with
-    torch's own thread count.
+    torch's own thread count. `precision` "int8": the model's linear layers in int8 (`at_precision`; faster,
+    approximate, recorded in the manifest); "float32": exact.
 
     `progress(done, to_do)` is called after every batch; without it a progress bar with rate and time left goes
     to stderr.
     """
     if batch_size < 1 or chunk_rows < 1 or workers < 1:
         raise InputError("batch_size, chunk_rows and workers must be >= 1")
+    check_precision(precision, method)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    check_manifest(out, {"model": model_label(model), "method": method, "top_k": top_k, "schema": SCHEMA_VERSION})
+    facts = {"model": model_label(model), "method": method, "top_k": top_k, "schema": SCHEMA_VERSION}
+    if precision != "float32":  # float32 folders keep the manifest they had before the option existed
+        facts["precision"] = precision
+    check_manifest(out, facts)
     for stale in out.glob(".chunk-*.tmp"):
         stale.unlink()
     todo = corpus[~corpus["id"].isin(done_ids(out))]
+    if precision != "float32" and not todo.empty:
+        model = at_precision(model if isinstance(model, ModelHandle) else load_model(model), precision)
     index = len(list(out.glob("chunk-*.parquet")))
     bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
     done = 0

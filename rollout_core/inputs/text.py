@@ -75,15 +75,29 @@ def model_max_length(tokenizer: Any, config: Any, position_offset: int = 0, requ
 
 def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:
     """Tokenise normalised `text`, cutting it at `max_length` tokens with a truncation record."""
+    return encode_texts(tokenizer, [text], max_length)[0]
+
+
+def encode_texts(tokenizer: Any, texts: list[str], max_length: int) -> list[EncodedText]:
+    """`encode_text` of each normalised text, in one tokenizer call (a fast tokenizer's per-call cost is paid
+    once: a third of the tokenising time of a batch of 64 short sentences)."""
     with _TOKENIZER_LOCK:
         enc = tokenizer(
-            text, truncation=True, max_length=max_length, return_offsets_mapping=True,
+            texts, truncation=True, max_length=max_length, return_offsets_mapping=True,
             return_special_tokens_mask=True, split_special_tokens=True,
         )
-        raw = tokenizer.convert_ids_to_tokens(list(enc["input_ids"]))
-    ids = list(enc["input_ids"])
-    special = [bool(s) for s in enc["special_tokens_mask"]]
-    offsets = [(0, 0) if s else (int(a), int(b)) for s, (a, b) in zip(special, enc["offset_mapping"])]
+        raw = [tokenizer.convert_ids_to_tokens(list(ids)) for ids in enc["input_ids"]]
+    types = enc.get("token_type_ids")
+    return [_encoded(text, list(enc["input_ids"][i]), None if types is None else list(types[i]), raw[i],
+                     enc["special_tokens_mask"][i], enc["offset_mapping"][i], max_length)
+            for i, text in enumerate(texts)]
+
+
+def _encoded(text: str, ids: list[int], types: list[int] | None, raw: list[str], special_mask: list[int],
+             offset_mapping: list[tuple[int, int]], max_length: int) -> EncodedText:
+    """One text's tokenizer output -> EncodedText (token spans, truncation record)."""
+    special = [bool(s) for s in special_mask]
+    offsets = [(0, 0) if s else (int(a), int(b)) for s, (a, b) in zip(special, offset_mapping)]
     if all(special):
         raise InputError("the text has no characters this model's tokenizer can read")
     kept_chars = max(b for _, b in offsets)
@@ -92,8 +106,7 @@ def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:
         truncation = {"kept_chars": kept_chars, "total_chars": len(text), "kept_tokens": len(ids)}
         text = text[:kept_chars]
     tokens = [text[a:b] if b > a else str(t) for t, (a, b) in zip(raw, offsets)]
-    types = enc.get("token_type_ids")
-    return EncodedText(text, ids, None if types is None else list(types), tokens, special, offsets, truncation)
+    return EncodedText(text, ids, types, tokens, special, offsets, truncation)
 
 
 def token_counts(tokenizer: Any, texts: list[str], max_length: int) -> list[int]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any, Sequence
 
 import numpy as np
@@ -59,12 +60,19 @@ def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, ex
 
     return {
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
-        **dataclasses.asdict(dataclasses.replace(opts, capture=result.capture)), "target": result.targets[b],
+        **_option_fields(opts, result.capture), "target": result.targets[b],
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
         **result.method_facts, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
                      "numpy": np.__version__},
     }
+
+
+@functools.lru_cache(maxsize=64)
+def _option_fields(opts: Options, capture: str) -> dict[str, Any]:
+    """Every field of `opts` with the capture that ran, once per Options (asdict showed in a corpus's per-row
+    time); the caller copies the scalar values into a dict of its own."""
+    return dataclasses.asdict(dataclasses.replace(opts, capture=capture))
 
 
 def processed_image(pixels: torch.Tensor, processor: Any) -> np.ndarray:

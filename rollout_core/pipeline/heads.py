@@ -13,7 +13,7 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.explanation import Prediction
-from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_batch, pad_token_id
+from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch, pad_token_id
 from rollout_core.models.handle import ModelHandle
 from rollout_core.pipeline import to_device
 
@@ -136,7 +136,7 @@ def _mean_pool(hidden: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
 
 def _sentence_embeddings(handle: ModelHandle, texts: list[str]) -> torch.Tensor:
     limit = model_max_length(handle.processor, handle.config)
-    encoded = [encode_text(handle.processor, normalise_text(t), limit) for t in texts]
+    encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
     inputs = to_device(pad_batch(encoded, pad_token_id(handle.processor)), handle.device)
     with torch.no_grad():
         hidden = handle.model(**inputs).last_hidden_state
