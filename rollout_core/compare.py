@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
 from scipy.stats import spearmanr
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation import Explanation, display_shares
 
 WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
 
@@ -66,9 +67,16 @@ def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tup
     """
     if expl.text is None or expl.offsets is None:
         raise InputError("word scores need a text explanation with character offsets")
-    spans = words(expl.text)
-    shown = expl.display_scores(scores)
-    tokens = np.array([expl.offsets[p] for p in expl.display_positions()], dtype=np.int64).reshape(-1, 2)
+    return word_shares(expl.text, expl.offsets, expl.special, expl.scores if scores is None else scores)
+
+
+def word_shares(text: str, offsets: Sequence[tuple[int, int]], special: Sequence[bool] | np.ndarray,
+                scores: np.ndarray) -> list[tuple[str, int, int, float]]:
+    """`word_scores` from the parts of a text explanation: every position's offsets, special flags and scores."""
+    spans = words(text)
+    shown = display_shares(scores, special)
+    keep = np.flatnonzero(~np.asarray(special, dtype=bool))
+    tokens = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[keep]
     words_ = np.array([(s, e) for _, s, e in spans], dtype=np.int64).reshape(-1, 2)
     hits = ((words_[None, :, 0] < tokens[:, 1:]) & (words_[None, :, 1] > tokens[:, :1])
             & (tokens[:, 1:] > tokens[:, :1]))  # (token, word): the token's characters overlap the word's

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import inspect
 import os
-from typing import Any, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence, Union
 
 import numpy as np
 import torch
@@ -23,7 +24,7 @@ from rollout_core import methods
 from rollout_core.calibration import calibrated_head, config_temperature
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
-from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch
+from rollout_core.inputs.text import EncodedText, encode_texts, model_max_length, normalise_text, pad_batch
 from rollout_core.inputs.text import pad_token_id
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
@@ -32,12 +33,12 @@ from rollout_core.models.registry import DEFAULTS
 from rollout_core.options import CAPTURES, HEAD_FUSIONS, Options
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
-from rollout_core.pipeline.batch import explain_batch
-from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, image_head, text_head
+from rollout_core.pipeline.batch import BatchResult, explain_batch
+from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, Head, image_head, text_head
 from rollout_core.pipeline.seq2seq import decoder_to_source, explain_seq2seq
 
 __all__ = ["METHODS", "ZERO_SHOT_TEMPERATURE", "decoder_to_source", "explain_image", "explain_text", "explain_texts",
-           "processed_image"]
+           "processed_image", "text_batches"]
 
 METHODS = methods.names()
 TEXT_BATCH_SIZE = 16
@@ -105,6 +106,50 @@ def explain_texts(
 
     `target` is one target for all texts or a list with one per text.
     """
+    job = _text_job(model, texts, method=method, target=target, head_fusion=head_fusion,
+                    residual_weight=residual_weight, discard_ratio=discard_ratio, start_layer=start_layer,
+                    end_layer=end_layer, keep_heads=keep_heads, labels=labels, max_length=max_length,
+                    capture=capture, full_matrix=full_matrix)
+    if job.handle.task == "seq2seq":
+        return _noted([explain_seq2seq(job.handle, e, job.opts, t, job.limit)
+                       for e, t in zip(job.encoded, job.targets)], job.note)
+    out = [text_explanation(job.handle, enc, result, b, job.opts, job.limit, job.labels)
+           for chunk, result in _batches(job, batch_size) for b, enc in enumerate(chunk)]
+    return _noted(out, job.note)
+
+
+def text_batches(model: ModelArg, texts: Sequence[str], *, method: str,
+                 batch_size: int = TEXT_BATCH_SIZE) -> Iterator[tuple[list[EncodedText], BatchResult]]:
+    """The batches `explain_texts` computes (default options), without building Explanations: each batch's
+    encoded texts and its `BatchResult`, sample b of which `explain_texts` turns into its Explanation. For
+    callers that need a few fields of many rows (the corpus engine); not for encoder-decoder models."""
+    job = _text_job(model, texts, method=method)
+    if job.handle.task == "seq2seq":
+        raise InputError("text_batches does not cover encoder-decoder models; use explain_texts")
+    return _batches(job, batch_size)
+
+
+@dataclass(frozen=True)
+class _TextJob:
+    """What explaining a list of texts runs with, checked and prepared once."""
+
+    handle: ModelHandle
+    opts: Options
+    head: Head
+    limit: int
+    labels: Sequence[str] | None
+    encoded: list[EncodedText]
+    targets: list[Any]
+    note: str | None  # why this method, when the caller named none
+
+
+def _text_job(
+    model: ModelArg, texts: Sequence[str], *, method: str | None, target: Any = None, head_fusion: str = "mean",
+    residual_weight: float = 1.0, discard_ratio: float = 0.0, start_layer: int = 0, end_layer: int | None = None,
+    keep_heads: bool = False, labels: Sequence[str] | None = None, max_length: int | None = None,
+    capture: str = "auto", full_matrix: bool = False,
+) -> _TextJob:
+    """Check the arguments of `explain_texts`; encode the texts; choose the head and the options."""
     handle = _handle(model, "text")
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
         raise InputError("texts must be a non-empty list of strings")
@@ -119,17 +164,18 @@ def explain_texts(
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              max_length)
     encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
-    if handle.task == "seq2seq":
-        return _noted([explain_seq2seq(handle, e, opts, t, limit) for e, t in zip(encoded, targets)], note)
-    out: list[Explanation] = []
-    for start in range(0, len(encoded), max(1, int(batch_size))):
-        chunk = encoded[start : start + batch_size]
-        inputs = to_device(pad_batch(chunk, pad_token_id(handle.processor)), handle.device)
+    return _TextJob(handle, opts, head, limit, labels, encoded, targets, note)
+
+
+def _batches(job: _TextJob, batch_size: int) -> Iterator[tuple[list[EncodedText], BatchResult]]:
+    """The job's texts in padded batches of `batch_size` through `explain_batch`."""
+    size = max(1, int(batch_size))
+    for start in range(0, len(job.encoded), size):
+        chunk = job.encoded[start : start + size]
+        inputs = to_device(pad_batch(chunk, pad_token_id(job.handle.processor)), job.handle.device)
         real = inputs["attention_mask"].bool()
-        result = explain_batch(handle, inputs, real, None, head, targets[start : start + batch_size], opts)
-        for b, enc in enumerate(chunk):
-            out.append(text_explanation(handle, enc, result, b, opts, limit, labels))
-    return _noted(out, note)
+        yield chunk, explain_batch(job.handle, inputs, real, None, job.head, job.targets[start : start + size],
+                                   job.opts)
 
 
 def explain_image(

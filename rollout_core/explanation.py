@@ -72,10 +72,7 @@ class Explanation:
         Renormalising is a display choice: the share of [CLS]/[SEP] is dropped and the rest keeps its
         proportions. All zeros stay all zeros (no division by zero).
         """
-        values = np.asarray(self.scores if scores is None else scores, dtype=np.float64)
-        shown = values[self.display_positions()]
-        total = shown.sum()
-        return shown / total if total > 0 else shown
+        return display_shares(self.scores if scores is None else scores, self.special)
 
     def score_map(self, scores: np.ndarray | None = None) -> np.ndarray:
         """Image explanations: the patch scores as a (rows, cols) map, rows = image rows, renormalised."""
@@ -141,6 +138,13 @@ class Explanation:
         from rollout_core.figures.standalone import notebook_html
 
         return notebook_html(self)
+
+
+def display_shares(scores: np.ndarray, special: np.ndarray) -> np.ndarray:
+    """`scores` at the positions not `special`, renormalised to sum to 1 (all zeros stay zeros)."""
+    shown = np.asarray(scores, dtype=np.float64)[np.flatnonzero(~np.asarray(special, dtype=bool))]
+    total = shown.sum()
+    return shown / total if total > 0 else shown
 
 
 def _is_matrix(value: Any) -> bool:

@@ -23,9 +23,10 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
-from rollout_core.compare import word_scores
+from rollout_core.compare import word_scores, word_shares
 from rollout_core.errors import InputError
-from rollout_core.explain import explain_image, explain_texts
+from rollout_core.explanation import Prediction
+from rollout_core.explain import explain_image, explain_texts, text_batches
 from rollout_core.inputs.text import model_max_length, token_counts
 from rollout_core.malloc import limit_arenas
 from rollout_core.models import families
@@ -50,27 +51,20 @@ SCHEMA = pa.schema([
 def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K) -> pa.Table:
     """Explain `rows` (id, text or image, label) and return one output row per input row (SCHEMA).
 
-    Texts: the words of the text with their summed shares (`compare.word_scores`) and character spans.
+    Texts: the words of the text with their summed shares (`compare.word_shares`) and character spans.
     Images: the patches ("patch r,c") with their shares; `text` holds the image's id, spans are empty.
     """
     images = "image" in rows.columns
-    if images:
-        expls = [explain_image(model, image, method=method) for image in rows["image"]]
-    else:
-        expls = explain_texts(model, list(rows["text"]), method=method, batch_size=batch_size)
     out: dict[str, list] = {name: [] for name in SCHEMA.names}
-    for row_id, text, label, expl in zip(rows["id"], rows["id"] if images else rows["text"], rows["label"], expls):
-        if images:
-            units = [(token, -1, -1, float(v)) for token, v in zip(expl.display_tokens(), expl.display_scores())]
-        else:
-            units = word_scores(expl)
+    for row_id, text, label, (prediction, units) in zip(
+            rows["id"], rows["id"] if images else rows["text"], rows["label"], _units(model, rows, method, batch_size)):
         best = sorted(range(len(units)), key=lambda i: -units[i][3])[:top_k]
         out["id"].append(str(row_id))
         out["kind"].append("image" if images else "text")
         out["text"].append(str(text))
         out["label"].append(None if label is None or pd.isna(label) else str(label))
-        out["prediction"].append(expl.prediction[0].label if expl.prediction else None)
-        out["probability"].append(expl.prediction[0].probability if expl.prediction else None)
+        out["prediction"].append(prediction[0].label if prediction else None)
+        out["probability"].append(prediction[0].probability if prediction else None)
         out["top_words"].append([units[i][0] for i in best])
         out["top_shares"].append([units[i][3] for i in best])
         out["words"].append([w for w, _, _, _ in units])
@@ -78,6 +72,33 @@ def explain_rows(model: Any, rows: pd.DataFrame, method: str, batch_size: int, t
         out["ends"].append([] if images else [e for _, _, e, _ in units])
         out["scores"].append([v for _, _, _, v in units])
     return pa.Table.from_pydict(out, schema=SCHEMA)
+
+
+Units = list[tuple[str, int, int, float]]  # (word or patch, start, end, share): what a row shows
+
+
+def _units(model: Any, rows: pd.DataFrame, method: str, batch_size: int) -> Iterator[tuple[list[Prediction] | None,
+                                                                                           Units]]:
+    """Each row's prediction and units, in row order.
+
+    Texts go straight from each batch's tensors to the word shares (`explain.text_batches`, the batches
+    `explain_texts` computes, without its per-row Explanation objects and settings); images and encoder-decoder
+    models through their Explanations. The values are the same either way."""
+    if "image" in rows.columns:
+        for image in rows["image"]:
+            expl = explain_image(model, image, method=method)
+            yield expl.prediction, [(t, -1, -1, float(v)) for t, v in zip(expl.display_tokens(), expl.display_scores())]
+        return
+    texts = list(rows["text"])
+    handle = model if isinstance(model, ModelHandle) else load_model(model)
+    if handle.task == "seq2seq":
+        yield from ((e.prediction, word_scores(e)) for e in explain_texts(handle, texts, method=method,
+                                                                          batch_size=batch_size))
+        return
+    for encoded, result in text_batches(handle, texts, method=method, batch_size=batch_size):
+        scores = result.scores.detach().to("cpu", torch.float64).numpy()  # as `BatchResult.arrays`, once per batch
+        for b, enc in enumerate(encoded):
+            yield result.predictions[b], word_shares(enc.text, enc.offsets, enc.special, scores[b, :len(enc.input_ids)])
 
 
 def done_ids(out_dir: Path) -> set[str]:
