@@ -203,15 +203,26 @@ def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: 
                        progress: Progress | None = None, workers: int = 1) -> pa.Table:
     """`explain_rows` over `rows` in batches of `batch_size` of similar lengths (`length_order`) on `workers`
     threads (`_mapper`), calling `progress` after each batch; the rows come back in input order."""
-    order = length_order(model, rows)
-    batches = [rows.iloc[order[first:first + batch_size]] for first in range(0, len(rows), batch_size)]
-    tables = []
+    return next(explain_chunks(model, [rows], method, batch_size, top_k, progress, workers))
+
+
+def explain_chunks(model: Any, chunks: list[pd.DataFrame], method: str, batch_size: int, top_k: int = TOP_K,
+                   progress: Progress | None = None, workers: int = 1) -> Iterator[pa.Table]:
+    """`explain_in_batches` of each of `chunks`, in order, with the batches of all chunks queued on one set of
+    `workers` threads: while a chunk is written the workers go on with the next one, instead of waiting at
+    every chunk's end for its last batch and its writing."""
+    orders = [length_order(model, rows) for rows in chunks]
+    batches = [[rows.iloc[order[first:first + batch_size]] for first in range(0, len(rows), batch_size)]
+               for rows, order in zip(chunks, orders)]
     with _mapper(workers) as run:
-        for batch, table in zip(batches, run(lambda b: explain_rows(model, b, method, batch_size, top_k), batches)):
-            tables.append(table)
-            if progress is not None:
-                progress(len(batch))
-    return pa.concat_tables(tables).take(np.argsort(order))
+        tables = run(lambda b: explain_rows(model, b, method, batch_size, top_k), [b for c in batches for b in c])
+        for order, chunk_batches in zip(orders, batches):
+            done = []
+            for batch in chunk_batches:
+                done.append(next(tables))
+                if progress is not None:
+                    progress(len(batch))
+            yield pa.concat_tables(done).take(np.argsort(order))
 
 
 def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
@@ -253,9 +264,9 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
             progress(done, len(todo))
 
     try:
-        for first in range(0, len(todo), chunk_rows):
-            part = todo.iloc[first:first + chunk_rows]
-            _write_chunk(explain_in_batches(model, part, method, batch_size, top_k, advance, workers), out, index)
+        chunks = [todo.iloc[first:first + chunk_rows] for first in range(0, len(todo), chunk_rows)]
+        for table in explain_chunks(model, chunks, method, batch_size, top_k, advance, workers):
+            _write_chunk(table, out, index)
             index += 1
     finally:
         if bar is not None:
