@@ -96,7 +96,8 @@ def explain_text(name: str, allow_pickle: bool, text: str, options: Options, tar
 
     handle = load(name, allow_pickle)
     options = dataclasses.replace(options, keep_heads=keep_heads)
-    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer)
+    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer,
+                                   full_matrix=options.full_matrix)
     return cached(("text", name, allow_pickle, text, options, target, labels),
                   lambda: explain.explain_text(handle, text, target=target, labels=list(labels) if labels else None,
                                                **options.kwargs()), seconds)
@@ -108,7 +109,8 @@ def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
     from rollout_core import explain
 
     handle = load(name, allow_pickle)
-    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer)
+    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer,
+                                   full_matrix=options.full_matrix)
     return cached(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
                   lambda: explain.explain_image(handle, image, target=target, **options.kwargs()), seconds)
 
@@ -140,7 +142,8 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], options: Options) -> float:
     """The budget check of every evaluated method (references and cheap methods count as heavy anyway)."""
-    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer) for m in methods)
+    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer,
+                                       full_matrix=options.full_matrix) for m in methods)
     return max(seconds, budget.HEAVY_SECONDS)
 
 
