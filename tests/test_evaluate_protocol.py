@@ -117,3 +117,17 @@ def test_tables_say_not_computed_never_a_number(tiny_handle, tiny_model_dir, tmp
     assert NOT_COMPUTED not in (out / "images.md").read_text()
     assert main(["--model", str(tiny_model_dir("vit")), "--dataset", str(folder), "--references", "ig",
                  "--no-agreement"]) == 2
+
+
+def test_examples_on_two_threads_give_the_rows_of_one(tiny_handle, tmp_path) -> None:  # noqa: ANN001
+    csv = tmp_path / "three.csv"
+    pd.DataFrame({"text": ["the film was great", "it was bad", "a dog sat on the mat"],
+                  "label": ["positive", "0", "1"]}).to_csv(csv, index=False)
+    seen: list[tuple[int, int]] = []
+    two = evaluate_dataset(tiny_handle("bert"), csv, ["rollout", "attention"], workers=2,
+                           progress=lambda d, t: seen.append((d, t)))
+    one = evaluate_dataset(tiny_handle("bert"), csv, ["rollout", "attention"], workers=1)
+    pd.testing.assert_frame_equal(two.per_example, one.per_example, rtol=1e-6)
+    assert seen == [(0, 3), (1, 3), (2, 3), (3, 3)] and torch.get_num_threads() == 1  # restored (conftest: 1)
+    with pytest.raises(InputError, match="workers"):
+        evaluate_dataset(tiny_handle("bert"), csv, ["rollout"], workers=0)

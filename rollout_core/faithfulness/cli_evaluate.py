@@ -64,7 +64,9 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
                              "figures its method picker shows come from that file")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="ray: spread the examples over Ray actors (RAY_ADDRESS for a cluster), same results")
-    parser.add_argument("--workers", type=int, default=2, help="Ray actors (--engine ray)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="examples evaluated at once: threads of one torch thread each (local engine; 1: one "
+                             "example at a time on torch's own threads) or Ray actors (--engine ray)")
     return parser
 
 

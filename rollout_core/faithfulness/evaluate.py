@@ -54,10 +54,11 @@ from rollout_core.faithfulness.measures import (
 )
 from rollout_core.faithfulness.scoring import MAX_BATCH
 from rollout_core.models.handle import ModelHandle
+from rollout_core.threads import thread_map
 
 __all__ = ["AGREEMENT", "BETTER", "DEFAULT_REFERENCES", "GENERATED_SIZE", "IMAGE_SUFFIXES", "MEASURES", "METHODS",
-           "NOT_COMPUTED", "RANDOM", "RANDOM_SEEDS", "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item", "Progress", "StepProgress",
-           "evaluate_dataset", "evaluate_input", "item_rows", "markdown_table", "summarize"]
+           "NOT_COMPUTED", "RANDOM", "RANDOM_SEEDS", "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item",
+           "Progress", "StepProgress", "evaluate_dataset", "evaluate_input", "item_rows", "markdown_table", "summarize"]
 
 NOT_COMPUTED = "not computed"
 """What a table shows for a measure whose reference was not asked for (never a number)."""
@@ -150,8 +151,9 @@ def evaluate_dataset(
     file with `text` and `label` columns, or a folder with one sub-folder of images per class.
     `references`: as for `evaluate_input`; `agreement=False` skips them all (spearman columns NaN) unless they are
     asked for as methods.
-    `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows.
-    `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
+    `engine="local"`: the examples spread over `workers` threads of one torch thread each (whole examples per
+    core; 1: this thread with torch's own thread count); `engine="ray"`: over `workers` Ray actors (each loads
+    the model once); same rows. `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
     example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
@@ -166,14 +168,22 @@ def evaluate_dataset(
         rows = evaluate_on_ray(model if isinstance(model, (str, os.PathLike)) else handle.name, items, methods,
                                seeds, options, references, workers=workers, progress=progress)
     elif engine == "local":
+        if workers < 1:
+            raise InputError("workers must be >= 1")
         rows = [] if collect is None else collect
         if progress is not None:
             progress(0, len(items))
-        for index, item in enumerate(items):
-            checkpoint()  # between examples: a stopped session stops the evaluation here (rollout_core.budget)
-            rows.extend(item_rows(handle, index, item, methods, seeds, options, references, batch_size))
-            if progress is not None:
-                progress(index + 1, len(items))
+
+        def one(job: tuple[int, Item]) -> list[dict[str, Any]]:
+            checkpoint()  # before each example: a stopped session stops the evaluation here (rollout_core.budget)
+            return item_rows(handle, job[0], job[1], methods, seeds, options, references, batch_size)
+
+        with thread_map(workers) as run:
+            for done, part in enumerate(run(one, enumerate(items)), start=1):
+                checkpoint()  # a stopped run keeps the examples reported before the stop, no later one
+                rows.extend(part)
+                if progress is not None:
+                    progress(done, len(items))
     else:
         raise InputError(f"unknown engine {engine!r}; choose local or ray")
     return summarize(rows, methods, len(items), not_computed(references, methods))
