@@ -43,7 +43,8 @@ NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not
              "about 40 explanations of an image, so on images they are computed only when asked.")
 SCALE_NOTE = ("Each row has its own scale (column “scale”): deletion/insertion areas are probabilities (0–1), "
               "the Chefer AUCs are accuracy × 100 as in the paper, agreement is a rank correlation (−1–1). "
-              f"“{RANDOM}” is chance: the mean of random orderings.")
+              f"“{RANDOM}” is chance: one random ordering per input (over a data set, the mean of the examples' "
+              "own orderings).")
 
 
 def curve_figure(evaluation: InputEvaluation, curve: str = "deletion") -> Any:
