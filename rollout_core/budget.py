@@ -204,8 +204,13 @@ def cancellable(should_stop: Callable[[], bool]) -> Iterator[None]:
         _STOP.check = previous
 
 
+def stop_check() -> Callable[[], bool] | None:
+    """The stop check `cancellable` set for this thread (None outside such a block), to hand to worker threads."""
+    return getattr(_STOP, "check", None)
+
+
 def checkpoint() -> None:
     """Raise `Cancelled` when the computation running in this thread was asked to stop (see `cancellable`)."""
-    check = getattr(_STOP, "check", None)
+    check = stop_check()
     if check is not None and check():
         raise Cancelled("stopped: the page that asked for this computation was closed or changed")
