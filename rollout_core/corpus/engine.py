@@ -18,6 +18,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
+import torch
 from tqdm import tqdm
 
 from rollout_core.compare import word_scores
