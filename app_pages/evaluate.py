@@ -11,7 +11,14 @@ from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.state import param, sync_url
-from rollout_core.faithfulness.evaluate import METHODS, REFERENCES, DatasetEvaluation, summarize
+from rollout_core.faithfulness.evaluate import (
+    DEFAULT_REFERENCES,
+    METHODS,
+    REFERENCES,
+    DatasetEvaluation,
+    summarize,
+)
+from rollout_core.faithfulness.measures import not_computed
 from rollout_core.faithfulness.perturbation import CURVES
 from rollout_core.faithfulness.views import curve_figure, progress_text, readable_summary, readable_table
 
@@ -28,6 +35,11 @@ name, allow_pickle, method, _ = model_and_method(modality, method_header="Method
 
 choices = (*METHODS, *REFERENCES)
 methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))
+ig = st.checkbox("Integrated-gradients reference (the “Rank agreement with integrated gradients” row)",
+                 value="ig" in DEFAULT_REFERENCES[modality], key=f"ig_reference_{modality}",
+                 help="32 gradient passes per input: cheap on a sentence, about 40 explanations of an image, so off "
+                      "for images unless ticked (or unless integrated_gradients is one of the methods).")
+references = ("gxi", "ig") if ig else ("gxi",)
 one, many = st.tabs(["One input", "Generated data set (with ground truth)"])
 PARTIAL = "evaluate_partial"
 
@@ -59,12 +71,12 @@ with one:
     if st.session_state.get("evaluate_one") and source is not None and methods:
         bar = st.progress(0.0, "starting")
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
-                          allow_pickle, source, methods, method, progress=_progress(bar))
+                          allow_pickle, source, methods, method, references, progress=_progress(bar))
         bar.empty()
         if result is not None:
             st.metric("Predicted (target of every curve)", safe_text(result.predicted), f"{result.probability:.1%}",
                       delta_color="off")
-            _table(*readable_table(result.table))
+            _table(*readable_table(result.table, result.not_computed))
             cols = st.columns(2)
             for i, curve in enumerate(CURVES):
                 with cols[i % 2]:
@@ -74,7 +86,7 @@ def _dataset_result(result: DatasetEvaluation, note: str = "") -> None:
     if note:
         st.warning(note)
     st.metric("Model accuracy on these examples", f"{result.accuracy:.1%}")
-    _table(*readable_summary(result.summary))
+    _table(*readable_summary(result.summary, result.not_computed))
 
 
 with many:
@@ -84,19 +96,20 @@ with many:
         # the finished examples' rows live in the session: a Stop (below, or Streamlit's) reruns the page, the
         # evaluation stops at its next example, and the rerun shows what was done
         done: list = []
-        st.session_state[PARTIAL] = {"rows": done, "methods": list(methods), "limit": limit}
+        st.session_state[PARTIAL] = {"rows": done, "methods": list(methods), "limit": limit, "references": references}
         st.button("Stop", key="evaluate_stop", help="Stops after the example being evaluated; the table then "
                                                     "covers the examples done so far.")
         bar = st.progress(0.0, "starting")
         result = core.run(f"evaluating {limit} examples", core.evaluate_dataset, name, allow_pickle, modality,
-                          methods, limit, method, _progress(bar, "examples"), done)
+                          methods, limit, method, references, _progress(bar, "examples"), done)
         if result is not None:
             del st.session_state[PARTIAL]
             _dataset_result(result)
     elif (stopped := st.session_state.pop(PARTIAL, None)) is not None:
         examples = len({row["example"] for row in stopped["rows"]})
         if examples:
-            _dataset_result(summarize(stopped["rows"], stopped["methods"], examples),
+            missing = not_computed(stopped.get("references", ()), stopped["methods"])
+            _dataset_result(summarize(stopped["rows"], stopped["methods"], examples, missing),
                             f"Stopped after {examples} of {stopped['limit']} examples: the table covers those.")
         else:
             st.info("Stopped before the first example finished.")

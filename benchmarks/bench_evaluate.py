@@ -1,14 +1,16 @@
-"""Evaluation cost, side by side in one run: per-input forwards (batch_size=1, the model as loaded) vs batched.
+"""Evaluation cost, side by side in one run (issue 17).
 
 (a) one generated shape on default-image with rollout, attention and gradient, in units of "explanations of it"
     (the mean time of explaining it with those three methods, measured before and after the evaluations, so a load
-    that changes during the run moves both sides; issue 17 target: at most 50), with where the batched run's time
-    went (explanations, the gradient x input and integrated-gradient references, scoring the perturbed inputs);
-(b) N generated sentences on default-text with every method (issue 17 target: 100 in under 2 minutes on 2 cores;
-    the time for 100 is extrapolated from N when N < 100).
-Wall and CPU seconds (CPU: all threads of this process, which a shared machine's load inflates much less).
+    that changes during the run moves both sides; target: at most 50), for the default protocol (gradient x input
+    reference, one random ordering) and what each protocol change saves: the old protocol (integrated gradients too,
+    3 random orderings) and each change alone; with where the default run's time went;
+(b) 100 generated sentences on default-text with every method and --no-agreement, as the command
+    `python -m rollout_core evaluate` in its own process with 2 torch threads (OMP_NUM_THREADS=2), examples on 2
+    threads of one torch thread each (the default) and one at a time on torch's 2 threads (--workers 1); target
+    under 2 minutes on 2 cores. Wall and CPU seconds (CPU: all threads of the process).
 
-Run: python benchmarks/bench_evaluate.py [--sentences 20] [--quick]
+Run: python benchmarks/bench_evaluate.py [--sentences 100] [--quick]
 """
 from __future__ import annotations
 
@@ -47,11 +49,16 @@ class StageClock:
         self.since = now
 
 
+PROTOCOLS = (("default: gradient x input reference, 1 random ordering", ("gxi",), 1),
+             ("old: + integrated gradients, 3 random orderings", ("gxi", "ig"), 3),
+             ("integrated gradients only when asked, 3 orderings", ("gxi",), 3),
+             ("1 random ordering, integrated gradients kept", ("gxi", "ig"), 1))
+
+
 def image_case() -> None:
     from rollout_core.data import shapes
     from rollout_core.explain import explain_image
     from rollout_core.faithfulness.evaluate import evaluate_input
-    from rollout_core.faithfulness.scoring import MAX_BATCH
     from rollout_core.models.loading import load_model
 
     image = load_model("default-image")
@@ -65,53 +72,63 @@ def image_case() -> None:
     unit()  # warm-up
     before = unit()
     clock = StageClock()
-
-    def batched() -> None:
-        evaluate_input(image, shape, three, progress=clock)
-        clock.close()  # the last stage (scoring) ends with the run
-
-    runs = {MAX_BATCH: _seconds(batched), 1: _seconds(lambda: evaluate_input(image, shape, three, batch_size=1))}
+    runs = {}
+    for name, references, seeds in PROTOCOLS:
+        progress = clock if name.startswith("default") else None
+        runs[name] = _seconds(lambda r=references, s=seeds, p=progress: evaluate_input(
+            image, shape, three, references=r, seeds=s, progress=p))
+        if progress is not None:
+            clock.close()  # the last stage (scoring) ends with the run
     after = unit()
     wall, cpu = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
     print(f"(a) default-image, one generated shape, {', '.join(three)}; one explanation of it: {wall:.2f} s wall "
-          f"({before[0]:.2f} before, {after[0]:.2f} after), {cpu:.2f} s CPU", flush=True)
-    names = {MAX_BATCH: f"batched (batch_size={MAX_BATCH})", 1: "per-input forwards (batch_size=1)"}
-    for size, (took, took_cpu) in runs.items():
-        print(f"  {names[size]:36s} {took:7.1f} s = {took / wall:6.1f} explanations (target <= 50); "
+          f"({before[0]:.2f} before, {after[0]:.2f} after), {cpu:.2f} s CPU; load average {os.getloadavg()[0]:.1f}",
+          flush=True)
+    for name, (took, took_cpu) in runs.items():
+        print(f"  {name:52s} {took:7.1f} s = {took / wall:6.1f} explanations (target <= 50); "
               f"CPU {took_cpu:7.1f} s = {took_cpu / cpu:6.1f} explanations", flush=True)
-    print("  batched run by stage (wall): " + ", ".join(
+    print("  default run by stage (wall): " + ", ".join(
         f"{name} {seconds:.1f} s = {seconds / wall:.1f} explanations" for name, seconds in clock.seconds.items()))
 
 
-def text_case(sentences: int) -> None:
-    from rollout_core.faithfulness.evaluate import METHODS, evaluate_dataset
-    from rollout_core.faithfulness.scoring import MAX_BATCH
-    from rollout_core.models.loading import load_model
+def text_case(sentences: int, methods: list[str]) -> None:
+    import resource
+    import subprocess
+    import sys
 
-    text = load_model("default-text")
-    evaluate_dataset(text, "text", ("rollout",), limit=1)  # warm-up
-    print(f"(b) default-text, {sentences} generated sentences, all {len(METHODS)} methods + random + references")
-    times = {}
-    for name, size in ((f"batched (batch_size={MAX_BATCH})", MAX_BATCH), ("per-input forwards (batch_size=1)", 1)):
-        times[size], cpu = _seconds(lambda s=size: evaluate_dataset(text, "text", METHODS, limit=sentences,
-                                                                    batch_size=s))
-        hundred = times[size] * 100 / sentences
-        print(f"  {name:36s} {times[size]:7.1f} s (CPU {cpu:7.1f} s); 100 sentences "
-              f"{'' if sentences == 100 else '~'}{hundred:6.1f} s (target < 120 s)", flush=True)
-    print(f"  batched / per-input: {times[MAX_BATCH] / times[1]:.2f}")
+    command = [sys.executable, "-m", "rollout_core", "evaluate", "--model", "default-text", "--dataset", "text",
+               "--limit", str(sentences), "--methods", *methods, "--no-agreement", "--out", "/tmp/bench-evaluate"]
+    print(f"(b) default-text, {sentences} generated sentences, {len(methods)} methods: {' '.join(command[1:])}")
+    env = {**os.environ, "OMP_NUM_THREADS": "2"}
+    for name, extra in (("2 threads of one torch thread (default)", []),
+                        ("one at a time, 2 torch threads", ["--workers", "1"])):
+        children = resource.getrusage(resource.RUSAGE_CHILDREN)
+        load, wall = os.getloadavg()[0], time.perf_counter()
+        subprocess.run(command + extra, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wall = time.perf_counter() - wall
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = used.ru_utime + used.ru_stime - children.ru_utime - children.ru_stime
+        hundred = wall * 100 / sentences
+        print(f"  {name:40s} {wall:7.1f} s wall (CPU {cpu:7.1f} s; load average {load:.1f} -> "
+              f"{os.getloadavg()[0]:.1f}); 100 sentences {'' if sentences == 100 else '~'}{hundred:6.1f} s "
+              "(target < 120 s)", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--sentences", type=int, default=20, help="generated sentences in (b)")
+    parser.add_argument("--sentences", type=int, default=100, help="generated sentences in (b)")
+    parser.add_argument("--skip-image", action="store_true", help="only (b)")
     parser.add_argument("--quick", action="store_true", help="5 sentences")
     args = parser.parse_args()
     sentences = 5 if args.quick else args.sentences
     if sentences < 1:
         parser.error("--sentences must be >= 1")
     print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} at start")
-    image_case()
-    text_case(sentences)
+    from rollout_core.faithfulness.evaluate import METHODS, REFERENCES
+
+    if not args.skip_image:
+        image_case()
+    text_case(sentences, [*METHODS, *REFERENCES])
     print(f"load average {os.getloadavg()[0]:.1f} at the end")
 
 

@@ -2,7 +2,9 @@
 the compiled Dinic of maths.maxflow beside the scipy path main used before (maximum_flow per input token on a CSR
 graph, int32 capacities at 2^30), on synthetic attention and on default-text's real attention of a 128-token text;
 flow_cost_estimate against the measured time; mass-pruned flow (maths.flow_bounded) vs exact on diffuse 197-token,
-12-layer attention and on the image page's real case (default-image, pooled readout). All in one run, 1 torch thread.
+12-layer attention and on the image page's real case (default-image, pooled readout); the server's budget estimate
+(rollout_core.budget.check_request, as the pages call it) beside the measured time of the page's flow on default-text
+(64-512 tokens) and default-image. All in one run, 1 torch thread.
 
     flock /tmp/bench.lock python benchmarks/bench_flow_row.py
 """
@@ -92,22 +94,27 @@ def main() -> None:
               f"error {error:.1e}, bound {approx.error_bound:.1e} | exact {t_exact:.2f} s "
               f"| {t_exact / t_approx:.1f}x faster (target 5x; error target 1e-2) |")
     default_image_rows()
+    budget_rows()
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
+
+
+def reviews_text() -> str:
+    """The reviews of mixed_reviews.csv joined into one long text."""
+    import csv
+
+    path = Path(__file__).resolve().parents[1] / "rollout_core" / "data" / "mixed_reviews.csv"
+    with path.open(encoding="utf-8") as f:
+        return " ".join(row["text"] for row in csv.DictReader(f))
 
 
 def real_text_attentions() -> list[torch.Tensor]:
     """default-text's attentions (float64) on the first reviews of mixed_reviews.csv, cut at 128 tokens."""
-    import csv
-
     from rollout_core import capture
     from rollout_core.inputs.text import encode_text
     from rollout_core.models.loading import load_model
 
     handle = load_model("default-text")
-    path = Path(__file__).resolve().parents[1] / "rollout_core" / "data" / "mixed_reviews.csv"
-    with path.open(encoding="utf-8") as f:
-        text = " ".join(row["text"] for row in csv.DictReader(f))
-    ids = torch.tensor([encode_text(handle.processor, text, 128).input_ids])
+    ids = torch.tensor([encode_text(handle.processor, reviews_text(), 128).input_ids])
     captured = capture.run(handle.model, {"input_ids": ids, "attention_mask": torch.ones_like(ids)},
                            num_layers=handle.num_layers)
     return [a.double() for a in captured.attentions]
@@ -137,6 +144,41 @@ def default_image_rows() -> None:
               "pooled row "
               f"| {t_approx:.2f} s, error {error:.1e}, bound {approx.error_bound:.1e} | exact {t_exact:.2f} s "
               f"| {t_exact / t_approx:.1f}x faster |")
+
+
+def budget_rows() -> None:
+    """The budget's estimate of a page's flow vs its measured time: explain with flow minus explain with rollout
+    (the same forward pass), each after a warm-up; default-text on the reviews cut at 64-512 tokens, default-image
+    on three example images."""
+    from rollout_core import budget, explain
+    from rollout_core.data.example_images import example_images
+    from rollout_core.inputs.text import encode_text
+    from rollout_core.models.loading import load_model
+
+    os.environ["ROLLOUT_MAX_COMPUTE_SECONDS"] = "1e9"  # the estimate, never a refusal
+
+    def measured(run) -> tuple[float, float, int]:
+        """(flow's own seconds, the whole flow explain's seconds, positions explained)."""
+        _, t_rollout = timed(lambda: run("rollout"))
+        result, t_flow = timed(lambda: run("flow"))
+        return t_flow - t_rollout, t_flow, len(result.tokens)
+
+    print("| budget estimate vs measured | positions x layers | estimate | measured flow (whole explain) | ratio |")
+    print("|---|---|---|---|---|")
+    text_model, reviews = load_model("default-text"), reviews_text()
+    explain.explain_text(text_model, "warm up", method="flow")
+    image_model = load_model("default-image")
+    cases = [(f"default-text, reviews cut at {n} tokens", text_model, explain.explain_text,
+              text_model.processor.decode(encode_text(text_model.processor, reviews, n).input_ids,
+                                          skip_special_tokens=True)) for n in (64, 128, 256, 512)]
+    cases += [(f"default-image, {name}", image_model, explain.explain_image, image)
+              for name, image in list(example_images().items())[:3]]
+    for name, handle, explain_fn, source in cases:
+        estimate = budget.check_request(handle, source, "flow")
+        explain_fn(handle, source, method="rollout")  # warm: an image's first decode and resize
+        flow, whole, n = measured(lambda method: explain_fn(handle, source, method=method))
+        print(f"| {name} | {n} x {handle.num_layers} | {estimate:.2f} s | {flow:.2f} s ({whole:.2f} s) "
+              f"| {estimate / flow:.2f} |")
 
 
 if __name__ == "__main__":

@@ -2,12 +2,11 @@
 with the estimate in words and a cheaper choice; at most a few heavy computations run at once; a computation
 can be stopped from outside at its checkpoints (`cancellable`, `checkpoint`).
 
-Cost model (the only method whose cost explodes is attention flow; the others are one forward pass, plus one
-backward pass for gradient rollout, and are not limited):
-- text (exact flow, the whole n x n matrix and a row per layer): FLOW_TEXT_SECONDS * layers * n^3, calibrated on
-  the default text model (6 layers): 62 tokens 4.6 s, 122 tokens 36 s, 242 tokens over 200 s;
-- images (approximate flow, rows only): FLOW_IMAGE_SECONDS * layers^2 * n^2, calibrated on a 12-layer,
-  257-token DINOv2 (about 10 s with every slider position).
+Cost model: the only method whose cost explodes is attention flow (the others are one forward pass, plus one
+backward pass for gradient rollout, and are not limited); its estimate is the method's own,
+`rollout_core.methods.flow.cost_seconds` (the problems it solves, times seconds per graph edge): about
+layers^2 * n^3 / 2 edge visits for the explained row of every layer prefix, exact on text, mass-pruned on images
+(benchmarks/RESULTS.md: estimate vs measured on default-text and default-image).
 Settings: env `ROLLOUT_MAX_COMPUTE_SECONDS` (default 60) and `ROLLOUT_MAX_HEAVY_JOBS` (default 2).
 """
 from __future__ import annotations
@@ -24,8 +23,6 @@ DEFAULT_MAX_SECONDS = 60.0
 DEFAULT_HEAVY_JOBS = 2
 HEAVY_SECONDS = 2.0
 """Requests estimated at this or more take one of the `ROLLOUT_MAX_HEAVY_JOBS` slots."""
-FLOW_TEXT_SECONDS = 3.2e-6
-FLOW_IMAGE_SECONDS = 1.05e-6
 
 
 class BudgetError(InputError):
@@ -46,13 +43,15 @@ def max_heavy_jobs() -> int:
     return int(env_number("ROLLOUT_MAX_HEAVY_JOBS", DEFAULT_HEAVY_JOBS, integer=True, minimum=1))
 
 
-def estimate_seconds(method: str, tokens: int, layers: int, *, image: bool = False) -> float:
-    """Estimated seconds of `method` on `tokens` positions through `layers` layers (0 for the cheap methods)."""
+def estimate_seconds(method: str, tokens: int, layers: int, *, image: bool = False, outputs: int = 1,
+                     full_matrix: bool = False) -> float:
+    """Estimated seconds of `method` on `tokens` positions through `layers` layers (0 for the cheap methods);
+    `outputs`: the positions the readout pools (1: one position); `full_matrix`: the whole final matrix too."""
     if method != "flow":
         return 0.0
-    if image:
-        return FLOW_IMAGE_SECONDS * layers**2 * tokens**2
-    return FLOW_TEXT_SECONDS * layers * tokens**3
+    from rollout_core.methods.flow import cost_seconds
+
+    return cost_seconds(tokens, layers, outputs=outputs, image=image, full_matrix=full_matrix)
 
 
 def in_words(seconds: float) -> str:
@@ -64,39 +63,55 @@ def in_words(seconds: float) -> str:
     return f"about {seconds / 3600:.1f} h"
 
 
-def check(method: str, tokens: int, layers: int, *, image: bool = False, limit: float | None = None) -> float:
+def check(method: str, tokens: int, layers: int, *, image: bool = False, outputs: int = 1, full_matrix: bool = False,
+          limit: float | None = None) -> float:
     """The estimate of `estimate_seconds`; `BudgetError` naming it and a cheaper choice when it is over `limit`
     (default: `max_seconds()`)."""
     limit = max_seconds() if limit is None else limit
-    seconds = estimate_seconds(method, tokens, layers, image=image)
+
+    def cost(n: int) -> float:
+        return estimate_seconds(method, n, layers, image=image, outputs=outputs, full_matrix=full_matrix)
+
+    seconds = cost(tokens)
     if seconds <= limit:
         return seconds
     unit = "patches" if image else "tokens"
     fits = tokens
-    while fits > 1 and estimate_seconds(method, fits, layers, image=image) > limit:
+    while fits > 1 and cost(fits) > limit:
         fits = int(fits * 0.9)
     shorter = "a smaller image" if image else f"shorten the text to about {fits} tokens"
     raise BudgetError(f"{method} on {tokens} {unit} through {layers} layers would take {in_words(seconds)}, over "
                       f"this server's limit of {in_words(limit)}; use rollout (under a second) or {shorter}")
 
 
-def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None) -> float:
+def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
+                  full_matrix: bool = False) -> float:
     """`check` for `method` on `source` (a text, or an image for an image model) with the loaded `handle`:
     the positions are counted as the explanation will (text: tokenised with the model's limit; images: the
-    patch grid of the model's input size)."""
+    patch grid of the processed image), and so are the positions the model's readout pools."""
+    if method != "flow":
+        return 0.0
+    import torch
+
     from rollout_core.models import families
 
     layers = (handle.num_layers if end_layer is None else end_layer) - start_layer
-    if method != "flow":
-        return 0.0
+    spec = families.spec_for(handle.config)
+    patches = None
     if handle.modality == "image":
-        size = getattr(handle.config, "image_size", None) or 224
-        height, width = (size, size) if isinstance(size, int) else tuple(size)
-        return check(method, families.image_layout(handle.config, height, width).num_tokens, layers, image=True)
-    from rollout_core.inputs.text import encode_text, model_max_length, normalise_text
+        from rollout_core.inputs.images import load_image, model_pixels
 
-    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset)
-    return check(method, len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids), layers)
+        pixels = model_pixels(handle.processor, load_image(source))
+        layout = families.image_layout(handle.config, int(pixels.shape[-2]), int(pixels.shape[-1]))
+        tokens, patches = layout.num_tokens, layout.patch_positions
+    else:
+        from rollout_core.inputs.text import encode_text, model_max_length, normalise_text
+
+        limit = model_max_length(handle.processor, handle.config, spec.position_offset)
+        tokens = len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids)
+    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
+    outputs = int((families.row_weights(pooling, torch.ones(1, tokens, dtype=torch.bool), patches) > 0).sum())
+    return check(method, tokens, layers, image=handle.modality == "image", outputs=outputs, full_matrix=full_matrix)
 
 
 class _HeavyQueue:
@@ -189,8 +204,13 @@ def cancellable(should_stop: Callable[[], bool]) -> Iterator[None]:
         _STOP.check = previous
 
 
+def stop_check() -> Callable[[], bool] | None:
+    """The stop check `cancellable` set for this thread (None outside such a block), to hand to worker threads."""
+    return getattr(_STOP, "check", None)
+
+
 def checkpoint() -> None:
     """Raise `Cancelled` when the computation running in this thread was asked to stop (see `cancellable`)."""
-    check = getattr(_STOP, "check", None)
+    check = stop_check()
     if check is not None and check():
         raise Cancelled("stopped: the page that asked for this computation was closed or changed")

@@ -196,17 +196,14 @@ def explain_image(
     """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image; `method`
     None: the model's measured default, as in `explain_text`.
     `full_matrix`: also compute flow's whole n x n matrix (n² max flows; slow on images)."""
-    from rollout_core.inputs.images import load_image
+    from rollout_core.inputs.images import load_image, model_pixels
 
     handle = _handle(model, "image")
     method, note = _default_method(handle, method, capture)
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
                     keep_heads, capture, full_matrix)
     picture = load_image(image)
-    try:
-        pixels = handle.processor(images=picture, return_tensors="pt")["pixel_values"]
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise InputError(f"the image processor could not prepare this image: {err}") from err
+    pixels = model_pixels(handle.processor, picture)
     height, width = int(pixels.shape[-2]), int(pixels.shape[-1])
     layout = families.image_layout(handle.config, height, width)
     inputs: dict[str, Any] = {"pixel_values": pixels.to(handle.device)}

@@ -14,6 +14,7 @@ from rollout_core.corpus import engine
 from rollout_core.corpus.engine import at_precision, check_precision, explain_in_batches, read_results, run_local
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
+from rollout_core.threads import thread_map
 from rollout_core.models.loading import load_model
 
 QUIET = lambda done, total: None  # noqa: E731
@@ -100,11 +101,11 @@ def fake_libc(monkeypatch):
 
 def test_worker_threads_cap_the_malloc_arenas_once(fake_libc):
     libc = fake_libc(1)
-    with engine._mapper(1):
+    with thread_map(1):
         pass
     assert libc.calls == []  # no worker threads: nothing to cap
     for _ in range(2):
-        with engine._mapper(2) as run:
+        with thread_map(2) as run:
             assert list(run(abs, [-1, -2])) == [1, 2]
     assert libc.calls == [(-8, 1)]  # M_ARENA_MAX, once per process
 
@@ -113,7 +114,7 @@ def test_arena_cap_is_skipped_off_glibc_and_tolerates_failure(fake_libc, monkeyp
     fake_libc(None)
     assert malloc.limit_arenas() is False
     libc = fake_libc(0)  # mallopt refused
-    with engine._mapper(2) as run:
+    with thread_map(2) as run:
         assert list(run(abs, [-3])) == [3]
     assert libc.calls == [(-8, 1)] and malloc.limit_arenas() is False
     libc = fake_libc(1)

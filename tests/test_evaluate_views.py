@@ -136,6 +136,11 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric") and len(at.get("plotly_chart")) == 4
+    # issue 17: an image's integrated-gradient reference is computed only when the box is ticked
+    assert "not computed" in _frame_cells(at) and any("not asked for" in c for c in texts(at.caption))
+    at.checkbox(key="ig_reference_image").check().run()
+    assert_clean(at)
+    assert "not computed" not in _frame_cells(at)
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001

@@ -96,7 +96,8 @@ def explain_text(name: str, allow_pickle: bool, text: str, options: Options, tar
 
     handle = load(name, allow_pickle)
     options = dataclasses.replace(options, keep_heads=keep_heads)
-    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer)
+    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer,
+                                   full_matrix=options.full_matrix)
     return cached(("text", name, allow_pickle, text, options, target, labels),
                   lambda: explain.explain_text(handle, text, target=target, labels=list(labels) if labels else None,
                                                **options.kwargs()), seconds)
@@ -108,7 +109,8 @@ def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
     from rollout_core import explain
 
     handle = load(name, allow_pickle)
-    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer)
+    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer,
+                                   full_matrix=options.full_matrix)
     return cached(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
                   lambda: explain.explain_image(handle, image, target=target, **options.kwargs()), seconds)
 
@@ -140,32 +142,37 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], options: Options) -> float:
     """The budget check of every evaluated method (references and cheap methods count as heavy anyway)."""
-    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer) for m in methods)
+    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer,
+                                       full_matrix=options.full_matrix) for m in methods)
     return max(seconds, budget.HEAVY_SECONDS)
 
 
 def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...],
-                   options: Options, progress: Any = None) -> Any:
-    """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods
-    and settings (`progress(done, total, what)` is told how far a run is; not part of the cache key)."""
+                   options: Options, references: tuple[str, ...], progress: Any = None) -> Any:
+    """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods,
+    settings and agreement references (`progress(done, total, what)` is told how far a run is; not part of the
+    cache key)."""
     from rollout_core.faithfulness import evaluate
 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
-    return cached(("evaluate", name, allow_pickle, digest, methods, options),
-                  lambda: evaluate.evaluate_input(handle, source, list(methods), progress=progress, **kwargs),
+    return cached(("evaluate", name, allow_pickle, digest, methods, options, references),
+                  lambda: evaluate.evaluate_input(handle, source, list(methods), references=references,
+                                                  progress=progress, **kwargs),
                   _evaluation_seconds(handle, source, methods, options))
 
 
 def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple[str, ...], limit: int,
-                     options: Options, progress: Any = None, collect: list | None = None) -> Any:
+                     options: Options, references: tuple[str, ...], progress: Any = None,
+                     collect: list | None = None) -> Any:
     """`rollout_core.faithfulness.evaluate.evaluate_dataset` on a generated set, cached on its arguments
     (`collect` receives each finished example's rows, kept if the run is stopped; not part of the cache key)."""
     from rollout_core.faithfulness import evaluate
 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
-    return cached(("dataset", name, allow_pickle, dataset, methods, limit, options),
+    return cached(("dataset", name, allow_pickle, dataset, methods, limit, options, references),
                   lambda: evaluate.evaluate_dataset(handle, dataset, list(methods), limit=limit, progress=progress,
-                                                    collect=collect, **kwargs), budget.HEAVY_SECONDS)
+                                                    references=references, collect=collect, **kwargs),
+                  budget.HEAVY_SECONDS)

@@ -11,8 +11,6 @@ import json
 import os
 import sys
 import warnings
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -28,10 +26,10 @@ from rollout_core.errors import InputError
 from rollout_core.explanation import Prediction
 from rollout_core.explain import explain_image, explain_texts, text_batches
 from rollout_core.inputs.text import model_max_length, token_counts
-from rollout_core.malloc import limit_arenas
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
+from rollout_core.threads import thread_map
 
 TOP_K = 5
 SCHEMA_VERSION = 2
@@ -179,30 +177,10 @@ def length_order(model: Any, rows: pd.DataFrame) -> np.ndarray:
     return np.argsort(token_counts(handle.processor, [str(t) for t in rows["text"]], limit), kind="stable")
 
 
-@contextmanager
-def _mapper(workers: int) -> Iterator[Callable]:
-    """`map` over `workers` threads of one torch thread each (restored after), or the plain `map` for one.
-
-    Why: splitting every small matrix product of a batch over the cores wastes about half the CPU on
-    synchronisation (and far more when other jobs share the cores); whole batches per core do not.
-    """
-    if workers <= 1:
-        yield map
-        return
-    limit_arenas()  # else each worker thread gets malloc arenas of its own: RSS +14% from 1k to 10k rows
-    before = torch.get_num_threads()
-    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
-    try:
-        yield pool.map
-    finally:
-        pool.shutdown(cancel_futures=True)
-        torch.set_num_threads(before)
-
-
 def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K,
                        progress: Progress | None = None, workers: int = 1) -> pa.Table:
     """`explain_rows` over `rows` in batches of `batch_size` of similar lengths (`length_order`) on `workers`
-    threads (`_mapper`), calling `progress` after each batch; the rows come back in input order."""
+    threads (`thread_map`), calling `progress` after each batch; the rows come back in input order."""
     return next(explain_chunks(model, [rows], method, batch_size, top_k, progress, workers))
 
 
@@ -214,7 +192,7 @@ def explain_chunks(model: Any, chunks: list[pd.DataFrame], method: str, batch_si
     orders = [length_order(model, rows) for rows in chunks]
     batches = [[rows.iloc[order[first:first + batch_size]] for first in range(0, len(rows), batch_size)]
                for rows, order in zip(chunks, orders)]
-    with _mapper(workers) as run:
+    with thread_map(workers) as run:
         tables = run(lambda b: explain_rows(model, b, method, batch_size, top_k), [b for c in batches for b in c])
         for order, chunk_batches in zip(orders, batches):
             done = []
@@ -230,7 +208,7 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
               precision: str = "float32", progress: Callable[[int, int], None] | None = None) -> Path:
     """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
 
-    `workers` threads explain whole batches, each with one torch thread (`_mapper`); 1: the calling thread with
+    `workers` threads explain whole batches, each with one torch thread (`thread_map`); 1: the calling thread with
     torch's own thread count. `precision` "int8": the model's linear layers in int8 (`at_precision`; faster,
     approximate, recorded in the manifest); "float32": exact.
 

@@ -35,7 +35,7 @@ class _UsageError(Exception):
 
 
 def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.ArgumentParser:
-    from rollout_core.faithfulness.evaluate import METHODS, RANDOM_SEEDS, REFERENCES
+    from rollout_core.faithfulness.evaluate import AGREEMENT, METHODS, RANDOM_SEEDS, REFERENCES
 
     parser = _Parser(prog=prog, description="Measure how faithfully each explanation method tracks the model.")
     parser.add_argument("--model", default=None, help="registry name, folder or hub id (default: the data set's default model)")
@@ -46,18 +46,27 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=[*METHODS, *REFERENCES],
                         help="methods to measure (the random baseline is always added)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many examples (generated sets: 100)")
-    parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS, help="random orderings averaged for the baseline")
+    parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS,
+                        help=f"random orderings per example for the baseline (default {RANDOM_SEEDS}: the random row "
+                             "is the mean over the examples' own orderings; more make a small set's chance line steadier)")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT}/)")
+    parser.add_argument("--references", nargs="+", default=None, choices=list(AGREEMENT), metavar="REF",
+                        help="attention-free references for the agreement columns: gxi (gradient x input, "
+                             "spearman_gxi), ig (integrated gradients, spearman_ig). Default: gxi ig for text, gxi "
+                             "for images (integrated gradients cost about 40 explanations of an image; ask with "
+                             "--references gxi ig); a reference not computed shows as 'not computed'")
     parser.add_argument("--no-agreement", action="store_true",
                         help="skip the gradient x input / integrated gradients references (spearman columns "
-                             "n/a): much faster, enough for --record")
+                             "not computed): faster, enough for --record")
     parser.add_argument("--record", action="store_true",
                         help="also store the per-method summary with the registry model "
                              "(rollout_core/models/measured/<model>.json): the app's default method and the "
                              "figures its method picker shows come from that file")
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
                         help="ray: spread the examples over Ray actors (RAY_ADDRESS for a cluster), same results")
-    parser.add_argument("--workers", type=int, default=2, help="Ray actors (--engine ray)")
+    parser.add_argument("--workers", type=int, default=2,
+                        help="examples evaluated at once: threads of one torch thread each (local engine; 1: one "
+                             "example at a time on torch's own threads) or Ray actors (--engine ray)")
     return parser
 
 
@@ -79,6 +88,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.seeds < 1:
         raise _UsageError("--seeds must be at least 1")
+    if args.no_agreement and args.references:
+        raise _UsageError("--references and --no-agreement exclude each other")
     if args.dataset is None:
         args.dataset = _default_dataset(args.model)
     recorded = _recorded_name(args.model, args.dataset) if args.record else None
@@ -95,7 +106,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         result = evaluate_dataset(args.model, dataset, args.methods, limit=args.limit, progress=progress,
-                                  seeds=args.seeds, agreement=not args.no_agreement, engine=args.engine,
+                                  seeds=args.seeds, agreement=not args.no_agreement, references=args.references,
+                                  engine=args.engine,
                                   workers=args.workers)
     finally:
         for bar in bars:
@@ -107,7 +119,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         (out / f"{name}.md").write_text(_report(result, args, argv, seconds), encoding="utf-8")
     except OSError as err:
         raise RolloutError(f"could not write the results to {out}: {err}") from err
-    print(result.markdown())
+    print(result.markdown() + _not_computed(result))
     print(f"wrote {name}.csv and {name}.md to {out} ({result.count} examples, {seconds:.0f} s)")
     if recorded is not None:
         from rollout_core.models import measured
@@ -151,13 +163,21 @@ def _default_dataset(model: str | None) -> str:
     return load_model(model).modality
 
 
+def _not_computed(result) -> str:
+    """A line per measure left empty because its reference was not asked for, saying how to ask."""
+    from rollout_core.faithfulness.evaluate import AGREEMENT
+
+    return "".join(f"{measure}: not computed (ask with --references {' '.join(AGREEMENT)}).\n"
+                   for measure in result.not_computed)
+
+
 def _report(result, args: argparse.Namespace, argv: list[str], seconds: float) -> str:
     model = args.model or ("the default model" if args.dataset not in ("text", "image") else f"default-{args.dataset}")
     return (
         f"# Faithfulness: {model} on {args.dataset}\n\n"
         f"Command: `python -m rollout_core evaluate {shlex.join(argv)}`\n\n"
         f"{result.count} examples, model accuracy {result.accuracy:.3f}, random baseline = mean of {args.seeds} "
-        f"random orderings, {seconds:.0f} s.\n\n"
+        f"random ordering(s) per example, {seconds:.0f} s.\n\n"
         + result.markdown()
         + "\n↓ lower is better, ↑ higher is better; mean ± std over examples. deletion/insertion: area under the "
         "probability of the predicted class as the top fraction of tokens/patches is removed / put back "
@@ -166,6 +186,7 @@ def _report(result, args: argparse.Namespace, argv: list[str], seconds: float) -
         "holding 50% of the score): against the known deciding region (n/a without one). spearman_gxi / "
         "spearman_ig: rank correlation with gradient x input / integrated gradients on the input embeddings "
         "(text) or pixels (images).\n"
+        + (f"\n{_not_computed(result)}" if result.not_computed else "")
     )
 
 

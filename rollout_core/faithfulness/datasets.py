@@ -1,4 +1,4 @@
-"""The evaluation's inputs: the model handle, the checked method list and the examples of a data set
+"""The evaluation's inputs: the model handle, the checked method and reference lists and the examples of a data set
 (the generated "text" / "image" sets, a CSV file of texts, a folder of images per class)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any, Iterator, Sequence
 import pandas as pd
 
 from rollout_core.errors import InputError
-from rollout_core.faithfulness.measures import METHODS, REFERENCES, Item
+from rollout_core.faithfulness.measures import AGREEMENT, DEFAULT_REFERENCES, METHODS, REFERENCES, Item
 from rollout_core.faithfulness.scoring import require_classifier
 from rollout_core.models.handle import ModelHandle
 
@@ -45,6 +45,19 @@ def check_methods(methods: Sequence[str]) -> list[str]:
         raise InputError(f"unknown method(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
                          f"choose from: {', '.join(allowed)}")
     return list(dict.fromkeys(methods))
+
+
+def check_references(references: Sequence[str] | None, modality: str) -> tuple[str, ...]:
+    """The asked agreement references ("gxi", "ig"; one may be given as a string), known and without repeats;
+    None: the modality's default (`DEFAULT_REFERENCES`)."""
+    if references is None:
+        return DEFAULT_REFERENCES[modality]
+    if isinstance(references, str):
+        references = [references]
+    unknown = [r for r in references if r not in AGREEMENT]
+    if unknown:
+        raise InputError(f"unknown reference(s) {', '.join(map(repr, unknown))}; choose from: {', '.join(AGREEMENT)}")
+    return tuple(dict.fromkeys(references))
 
 
 def parse_label(value: Any, labels: list[str], where: str) -> str:

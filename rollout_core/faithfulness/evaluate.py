@@ -3,9 +3,12 @@
 For each input: explain it with each method, prepare it once (`scoring`), then for every importance
 vector (the method's scores over the non-special positions) compute the four perturbation curves, the
 ground-truth measures when the input has a known deciding region, and the rank agreement with the
-attention-free references (gradient x input, integrated gradients). The `random` row is the mean over
-`seeds` random orderings, so every number can be read against chance. The references themselves can be
-added as methods ("grad_x_input", "integrated_gradients") to see what an attention-free method scores.
+attention-free references asked for (`references`: "gxi" gradient x input, "ig" integrated gradients; by default
+both on text and gradient x input alone on images, where integrated gradients cost about 40 explanations; a
+reference not computed leaves its spearman column NaN, listed in `not_computed`). The `random` row is the mean over
+`seeds` random orderings per input (default 1: over a data set it is still a mean over every example's own
+ordering), so every number can be read against chance. The references themselves can be added as methods
+("grad_x_input", "integrated_gradients") to see what an attention-free method scores.
 
 Parts: `measures` (names, columns, one vector's measures), `item` (one input), `datasets` (models,
 methods, data sets). Measures (arrows: which direction is better):
@@ -30,13 +33,16 @@ from rollout_core.faithfulness.datasets import (
     GENERATED_SIZE,
     IMAGE_SUFFIXES,
     check_methods,
+    check_references,
     dataset_items,
     load_handle,
     parse_label,
 )
 from rollout_core.faithfulness.item import evaluate_item
 from rollout_core.faithfulness.measures import (
+    AGREEMENT,
     BETTER,
+    DEFAULT_REFERENCES,
     MEASURES,
     METHODS,
     RANDOM,
@@ -44,13 +50,18 @@ from rollout_core.faithfulness.measures import (
     REFERENCES,
     Item,
     StepProgress,
+    not_computed,
 )
 from rollout_core.faithfulness.scoring import MAX_BATCH
 from rollout_core.models.handle import ModelHandle
+from rollout_core.threads import thread_map
 
-__all__ = ["BETTER", "GENERATED_SIZE", "IMAGE_SUFFIXES", "MEASURES", "METHODS", "RANDOM", "RANDOM_SEEDS",
-           "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item", "Progress", "StepProgress",
-           "evaluate_dataset", "evaluate_input", "item_rows", "markdown_table", "summarize"]
+__all__ = ["AGREEMENT", "BETTER", "DEFAULT_REFERENCES", "GENERATED_SIZE", "IMAGE_SUFFIXES", "MEASURES", "METHODS",
+           "NOT_COMPUTED", "RANDOM", "RANDOM_SEEDS", "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item",
+           "Progress", "StepProgress", "evaluate_dataset", "evaluate_input", "item_rows", "markdown_table", "summarize"]
+
+NOT_COMPUTED = "not computed"
+"""What a table shows for a measure whose reference was not asked for (never a number)."""
 
 Progress = Callable[[int, int], None]
 """progress(done, total): called with 0 once the data set is read, then after each example."""
@@ -65,6 +76,7 @@ class InputEvaluation:
     predicted: str  # the originally predicted label (the target of every curve)
     probability: float  # its probability on the unperturbed input
     explanations: dict[str, Explanation] = field(default_factory=dict)
+    not_computed: tuple[str, ...] = ()  # measures whose reference was not asked for (NaN in `table`)
 
 
 @dataclass
@@ -75,9 +87,10 @@ class DatasetEvaluation:
     summary: pd.DataFrame  # index method, columns (measure, "mean" | "std")
     accuracy: float  # of the model on the unperturbed examples
     count: int
+    not_computed: tuple[str, ...] = ()  # measures whose reference was not asked for (NaN in the frames)
 
     def markdown(self) -> str:
-        return markdown_table(self.summary)
+        return markdown_table(self.summary, not_computed=self.not_computed)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -93,6 +106,7 @@ def evaluate_input(
     evidence: list[tuple[int, int]] | None = None,
     mask: np.ndarray | None = None,
     seeds: int = RANDOM_SEEDS,
+    references: Sequence[str] | None = None,
     progress: StepProgress | None = None,
     batch_size: int = MAX_BATCH,
     **options: Any,
@@ -100,18 +114,21 @@ def evaluate_input(
     """Every method's curves and measures on one text or image (the handle's modality decides which).
 
     `label`: the true class for the accuracy curves (default: the original prediction); `evidence`
-    (text) / `mask` (image): the deciding region for the ground-truth measures (NaN without).
+    (text) / `mask` (image): the deciding region for the ground-truth measures (NaN without). `references`: the
+    agreement references to compute ("gxi", "ig"; None: `DEFAULT_REFERENCES` of the modality; () none).
     `options` go to explain_text / explain_image (head_fusion, residual_weight, start_layer, ...).
     `progress` is told how far the work is (`StepProgress`). `batch_size`: perturbed inputs per forward pass
     (1: one per forward on the model as loaded, the unbatched reference path; same numbers within 1e-6).
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
-    result = evaluate_item(handle, Item(input, label, evidence, mask), check_methods(methods), seeds, options,
-                           progress=progress, batch_size=batch_size)
+    methods, references = check_methods(methods), check_references(references, handle.modality)
+    result = evaluate_item(handle, Item(input, label, evidence, mask), methods, seeds, options,
+                           references=references, progress=progress, batch_size=batch_size)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
     return InputEvaluation(curves=result.curves, table=table, predicted=result.predicted,
-                           probability=result.probability, explanations=result.explanations)
+                           probability=result.probability, explanations=result.explanations,
+                           not_computed=not_computed(references, methods))
 
 
 def evaluate_dataset(
@@ -123,6 +140,7 @@ def evaluate_dataset(
     progress: Progress | None = None,
     seeds: int = RANDOM_SEEDS,
     agreement: bool = True,
+    references: Sequence[str] | None = None,
     engine: str = "local",
     workers: int = 2,
     batch_size: int = MAX_BATCH,
@@ -131,13 +149,16 @@ def evaluate_dataset(
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
     file with `text` and `label` columns, or a folder with one sub-folder of images per class.
-    `agreement=False` skips the references (spearman columns NaN) unless they are asked for as methods.
-    `engine="ray"`: the examples spread over `workers` Ray actors (each loads the model once); same rows.
-    `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
+    `references`: as for `evaluate_input`; `agreement=False` skips them all (spearman columns NaN) unless they are
+    asked for as methods.
+    `engine="local"`: the examples spread over `workers` threads of one torch thread each (whole examples per
+    core; 1: this thread with torch's own thread count); `engine="ray"`: over `workers` Ray actors (each loads
+    the model once); same rows. `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
     example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = check_methods(methods)
+    references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")
     items = dataset_items(handle, dataset, limit)
@@ -145,42 +166,54 @@ def evaluate_dataset(
         from rollout_core.faithfulness.ray_evaluate import evaluate_on_ray
 
         rows = evaluate_on_ray(model if isinstance(model, (str, os.PathLike)) else handle.name, items, methods,
-                               seeds, options, agreement, workers=workers, progress=progress)
+                               seeds, options, references, workers=workers, progress=progress)
     elif engine == "local":
+        if workers < 1:
+            raise InputError("workers must be >= 1")
         rows = [] if collect is None else collect
         if progress is not None:
             progress(0, len(items))
-        for index, item in enumerate(items):
-            checkpoint()  # between examples: a stopped session stops the evaluation here (rollout_core.budget)
-            rows.extend(item_rows(handle, index, item, methods, seeds, options, agreement, batch_size))
-            if progress is not None:
-                progress(index + 1, len(items))
+
+        def one(job: tuple[int, Item]) -> list[dict[str, Any]]:
+            checkpoint()  # before each example: a stopped session stops the evaluation here (rollout_core.budget)
+            return item_rows(handle, job[0], job[1], methods, seeds, options, references, batch_size)
+
+        with thread_map(workers) as run:
+            for done, part in enumerate(run(one, enumerate(items)), start=1):
+                checkpoint()  # a stopped run keeps the examples reported before the stop, no later one
+                rows.extend(part)
+                if progress is not None:
+                    progress(done, len(items))
     else:
         raise InputError(f"unknown engine {engine!r}; choose local or ray")
-    return summarize(rows, methods, len(items))
+    return summarize(rows, methods, len(items), not_computed(references, methods))
 
 
 def item_rows(handle: ModelHandle, index: int, item: Item, methods: list[str], seeds: int, options: dict[str, Any],
-              agreement: bool, batch_size: int = MAX_BATCH) -> list[dict[str, Any]]:
+              references: tuple[str, ...], batch_size: int = MAX_BATCH) -> list[dict[str, Any]]:
     """The per-example rows (one per method and the random baseline) of data-set example `index`."""
-    result = evaluate_item(handle, item, methods, seeds, options, index, agreement=agreement, batch_size=batch_size)
+    result = evaluate_item(handle, item, methods, seeds, options, index, references=references,
+                           batch_size=batch_size)
     return [{"example": index, "label": item.label, "predicted": result.predicted,
              "correct": item.label == result.predicted, **row} for row in result.rows]
 
 
-def summarize(rows: list[dict[str, Any]], methods: Sequence[str], count: int) -> DatasetEvaluation:
-    """The method x measure summary (mean and std over examples) of per-example rows, in `methods` order."""
+def summarize(rows: list[dict[str, Any]], methods: Sequence[str], count: int,
+              not_computed: tuple[str, ...] = ()) -> DatasetEvaluation:
+    """The method x measure summary (mean and std over examples) of per-example rows, in `methods` order
+    (`not_computed`: the measures whose reference was not asked for)."""
     per_example = pd.DataFrame(rows).sort_values(["example"], kind="stable").reset_index(drop=True)
     order = [*methods, RANDOM]
     grouped = per_example.groupby("method", sort=False)[list(MEASURES)]
     summary = pd.concat({"mean": grouped.mean(), "std": grouped.std(ddof=0)}, axis=1).swaplevel(axis=1)
     summary = summary[[(m, s) for m in MEASURES for s in ("mean", "std")]].reindex(order)
     first = per_example.drop_duplicates("example")
-    return DatasetEvaluation(per_example, summary, float(first["correct"].mean()), count)
+    return DatasetEvaluation(per_example, summary, float(first["correct"].mean()), count, tuple(not_computed))
 
 
-def markdown_table(summary: pd.DataFrame, digits: int = 3) -> str:
-    """Summary (method x (measure, mean/std)) as a markdown table of "mean ± std" cells."""
+def markdown_table(summary: pd.DataFrame, digits: int = 3, not_computed: Sequence[str] = ()) -> str:
+    """Summary (method x (measure, mean/std)) as a markdown table of "mean ± std" cells (`NOT_COMPUTED` in the
+    `not_computed` columns, "n/a" where a computed measure has no value)."""
     measures = list(dict.fromkeys(m for m, _ in summary.columns))
     head = "| method | " + " | ".join(f"{m} {'↓' if BETTER.get(m) == 'lower' else '↑'}" for m in measures) + " |"
     lines = [head, "|" + "---|" * (len(measures) + 1)]
@@ -188,6 +221,9 @@ def markdown_table(summary: pd.DataFrame, digits: int = 3) -> str:
         cells = []
         for m in measures:
             mean, std = row[(m, "mean")], row[(m, "std")]
-            cells.append("n/a" if pd.isna(mean) else f"{mean:.{digits}f} ± {std:.{digits}f}")
+            if m in not_computed:
+                cells.append(NOT_COMPUTED)
+            else:
+                cells.append("n/a" if pd.isna(mean) else f"{mean:.{digits}f} ± {std:.{digits}f}")
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

@@ -1,4 +1,4 @@
-"""One input evaluated: explain it with each method, compute the references, score every ordering's perturbed
+"""One input evaluated: explain it with each method, compute the asked references, score every ordering's perturbed
 inputs and collect each method's measures and mean curves (the random row: the mean over its seeds)."""
 from __future__ import annotations
 
@@ -13,7 +13,16 @@ from rollout_core.calibration import config_temperature
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution
-from rollout_core.faithfulness.measures import MEASURES, RANDOM, REFERENCES, Item, StepProgress, measures, region
+from rollout_core.faithfulness.measures import (
+    AGREEMENT,
+    MEASURES,
+    RANDOM,
+    REFERENCES,
+    Item,
+    StepProgress,
+    measures,
+    region,
+)
 from rollout_core.faithfulness.perturbation import (
     CHEFER_FRACTIONS,
     CURVE_FRACTIONS,
@@ -36,10 +45,11 @@ class ItemResult:
 
 
 def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
-                  options: dict[str, Any], index: int = 0, agreement: bool = True,
+                  options: dict[str, Any], index: int = 0, references: tuple[str, ...] = tuple(AGREEMENT),
                   progress: StepProgress | None = None, batch_size: int = MAX_BATCH) -> ItemResult:
     """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...).
-    `batch_size`: perturbed inputs per forward pass (1: one per forward on the model as loaded)."""
+    `references`: the agreement references computed ("gxi", "ig"; a reference evaluated as a method is computed
+    anyway). `batch_size`: perturbed inputs per forward pass (1: one per forward on the model as loaded)."""
     from rollout_core.explain import explain_image, explain_text
 
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
@@ -51,9 +61,11 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     label = None if item.label is None else labels.index(item.label)
     explain = explain_text if text else explain_image
     explained = [m for m in methods if m not in REFERENCES]
+    wanted = {AGREEMENT[r] for r in references} | {m for m in methods if m in REFERENCES}
     bound = (len(methods) + seeds) * sum(len(f) for f in (CURVE_FRACTIONS, CURVE_FRACTIONS, CHEFER_FRACTIONS,
                                                              CHEFER_FRACTIONS))
-    done, before = 0, len(explained) + 1 + attribution.IG_STEPS
+    done = 0
+    before = len(explained) + ("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted)
     report = progress or (lambda done, total, what: None)
     report(done, before + bound, f"explaining with {explained[0] if explained else 'attention'}")
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
@@ -68,17 +80,18 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     if len(first.tokens) != prepared.n:
         raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
     where = region(first, item)
-    references = {}
-    if agreement or "grad_x_input" in methods:
+    computed: dict[str, torch.Tensor] = {}
+    if "grad_x_input" in wanted:
         report(done, before + bound, "gradient × input (reference)")
-        references["grad_x_input"] = attribution.input_x_gradient(prepared, target)
-    if agreement or "integrated_gradients" in methods:
-        report(done + 1, before + bound, "integrated gradients (reference)")
-        steps = None if progress is None else (lambda k: report(done + 1 + k, before + bound,
+        computed["grad_x_input"] = attribution.input_x_gradient(prepared, target)
+        done += 1
+    if "integrated_gradients" in wanted:
+        report(done, before + bound, "integrated gradients (reference)")
+        steps = None if progress is None else (lambda k: report(done + k, before + bound,
                                                                 f"integrated gradients (reference, step {k})"))
-        references["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
+        computed["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
     importances: dict[str, list[torch.Tensor]] = {
-        m: [references[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
+        m: [computed[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
                                       dtype=torch.float64) for s in range(seeds)]
     flat = [(method, v) for method, vectors in importances.items() for v in vectors]
@@ -90,7 +103,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
                                           chunk=prepared.batch_size)
     measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
     for (method, vector), curve_set in zip(flat, curve_sets):
-        measured.setdefault(method, []).append((measures(prepared, vector, curve_set, where, references), curve_set))
+        measured.setdefault(method, []).append((measures(prepared, vector, curve_set, where, computed), curve_set))
     rows, curves = [], []
     for method, results in measured.items():
         rows.append({"method": method, **{k: float(np.mean([m[k] for m, _ in results])) for k in MEASURES}})

@@ -15,13 +15,13 @@ class _Evaluator:
     """Ray actor: one model, many examples."""
 
     def __init__(self, model_name: str, methods: list[str], seeds: int, options: dict[str, Any],
-                 agreement: bool) -> None:
+                 references: tuple[str, ...]) -> None:
         import torch
 
         from rollout_core.models.loading import load_model
 
         torch.set_num_threads(1)
-        self.handle, self.args = load_model(model_name), (methods, seeds, options, agreement)
+        self.handle, self.args = load_model(model_name), (methods, seeds, options, references)
 
     def rows(self, jobs: list[tuple[int, Any]]) -> list[dict[str, Any]]:
         from rollout_core.faithfulness.evaluate import item_rows
@@ -33,7 +33,7 @@ class _Evaluator:
 
 
 def evaluate_on_ray(model_name: str | Any, items: Sequence[Any], methods: list[str], seeds: int,
-                    options: dict[str, Any], agreement: bool, *, workers: int = 2,
+                    options: dict[str, Any], references: tuple[str, ...], *, workers: int = 2,
                     progress: Any = None) -> list[dict[str, Any]]:
     """Every example's rows, computed by `workers` actors (round-robin), in example order."""
     try:
@@ -45,7 +45,7 @@ def evaluate_on_ray(model_name: str | Any, items: Sequence[Any], methods: list[s
     if not ray.is_initialized():
         ray.init(include_dashboard=False)
     actor = ray.remote(num_cpus=1)(_Evaluator)
-    pool = [actor.remote(str(model_name), list(methods), seeds, dict(options), agreement) for _ in range(workers)]
+    pool = [actor.remote(str(model_name), list(methods), seeds, dict(options), tuple(references)) for _ in range(workers)]
     jobs = list(enumerate(items))
     pending = {pool[w].rows.remote(jobs[w::workers]): w for w in range(min(workers, len(jobs)))}
     if progress is not None:

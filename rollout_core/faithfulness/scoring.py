@@ -147,14 +147,11 @@ def prepare_text(handle: ModelHandle, text: str, batch_size: int = MAX_BATCH) ->
 def prepare_image(handle: ModelHandle, image: Any, batch_size: int = MAX_BATCH) -> PreparedInput:
     """The image processed exactly like `explain_image`, as pixels with a mean-colour baseline per patch
     (`batch_size` as for `prepare_text`)."""
-    from rollout_core.inputs.images import load_image
+    from rollout_core.inputs.images import load_image, model_pixels
 
     require_classifier(handle)
     model = _model(handle, batch_size)
-    try:
-        pixels = handle.processor(images=load_image(image), return_tensors="pt")["pixel_values"].to(handle.device)
-    except (ValueError, TypeError, RuntimeError) as err:
-        raise InputError(f"the image processor could not prepare this image: {err}") from err
+    pixels = model_pixels(handle.processor, load_image(image)).to(handle.device)
     _, channels, height, width = pixels.shape
     layout = families.image_layout(handle.config, height, width)
     rows, cols = layout.grid

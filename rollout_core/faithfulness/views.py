@@ -6,11 +6,11 @@ measure x method numbers into rows a reader can follow (name, which way is bette
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 import pandas as pd
 
-from rollout_core.faithfulness.evaluate import BETTER, MEASURES, RANDOM, InputEvaluation
+from rollout_core.faithfulness.evaluate import BETTER, MEASURES, NOT_COMPUTED, RANDOM, InputEvaluation
 from rollout_core.faithfulness.perturbation import CURVES
 
 _WORDS = {
@@ -39,9 +39,12 @@ MEASURE_LABELS = {
 GROUND_TRUTH = ("pointing_game", "mass_share", "iou")
 NO_REGION = ("Pointing game, relevance mass and IoU need a known deciding region (the generated data sets have "
              "one), so they are left out for this input.")
+NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not asked for. Integrated gradients cost "
+             "about 40 explanations of an image, so on images they are computed only when asked.")
 SCALE_NOTE = ("Each row has its own scale (column “scale”): deletion/insertion areas are probabilities (0–1), "
               "the Chefer AUCs are accuracy × 100 as in the paper, agreement is a rank correlation (−1–1). "
-              f"“{RANDOM}” is chance: the mean of random orderings.")
+              f"“{RANDOM}” is chance: one random ordering per input (over a data set, the mean of the examples' "
+              "own orderings).")
 
 
 def curve_figure(evaluation: InputEvaluation, curve: str = "deletion") -> Any:
@@ -58,7 +61,9 @@ def curve_figure(evaluation: InputEvaluation, curve: str = "deletion") -> Any:
     return curves_figure(lines, random=random, title=title, x_title=x_title, y_title=y_title, aucs=aucs)
 
 
-def _cell(measure: str, value: float, std: float | None = None) -> str:
+def _cell(measure: str, value: float, std: float | None = None, computed: bool = True) -> str:
+    if not computed:
+        return NOT_COMPUTED
     if pd.isna(value):
         return "n/a"
     digits = 1 if measure in ("positive_auc", "negative_auc") else 3
@@ -71,26 +76,32 @@ def _rows(methods: list[str], cells: dict[str, dict[str, str]], measures: list[s
     return pd.DataFrame(rows).set_index("measure")
 
 
-def readable_table(table: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def _notes(measures: list[str], not_computed: Sequence[str]) -> list[str]:
+    return ([SCALE_NOTE] + ([NO_REGION] if any(m not in measures for m in GROUND_TRUTH) else [])
+            + ([NOT_ASKED] if not_computed else []))
+
+
+def readable_table(table: pd.DataFrame, not_computed: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
     """One input's method x measure table as measure rows (label, better, scale, one column per method) of
-    formatted cells ("n/a" where a method has no value), and notes for the reader. Measures no method has
-    (the ground-truth ones without a region) are left out, with a note saying why."""
-    measures = [m for m in MEASURES if m in table.columns and table[m].notna().any()]
-    notes = [SCALE_NOTE] + ([NO_REGION] if any(m not in measures for m in GROUND_TRUTH) else [])
+    formatted cells ("n/a" where a method has no value, `NOT_COMPUTED` in the `not_computed` rows), and notes for
+    the reader. Measures no method has (the ground-truth ones without a region) are left out, with a note saying
+    why."""
+    measures = [m for m in MEASURES if m in table.columns and (table[m].notna().any() or m in not_computed)]
     methods = [str(m) for m in table.index]
-    cells = {m: {str(method): _cell(m, table.at[method, m]) for method in table.index} for m in measures}
-    return _rows(methods, cells, measures), notes
+    cells = {m: {str(method): _cell(m, table.at[method, m], computed=m not in not_computed) for method in table.index}
+             for m in measures}
+    return _rows(methods, cells, measures), _notes(measures, not_computed)
 
 
-def readable_summary(summary: pd.DataFrame) -> tuple[pd.DataFrame, list[str]]:
+def readable_summary(summary: pd.DataFrame, not_computed: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
     """A data set's summary ((measure, mean | std) columns) as `readable_table` rows of "mean ± std" cells."""
     present = dict.fromkeys(m for m, _ in summary.columns)
-    measures = [m for m in MEASURES if m in present and summary[(m, "mean")].notna().any()]
-    notes = [SCALE_NOTE] + ([NO_REGION] if any(m not in measures for m in GROUND_TRUTH) else [])
+    measures = [m for m in MEASURES if m in present and (summary[(m, "mean")].notna().any() or m in not_computed)]
     methods = [str(m) for m in summary.index]
-    cells = {m: {str(method): _cell(m, summary.at[method, (m, "mean")], summary.at[method, (m, "std")])
+    cells = {m: {str(method): _cell(m, summary.at[method, (m, "mean")], summary.at[method, (m, "std")],
+                                    m not in not_computed)
                  for method in summary.index} for m in measures}
-    return _rows(methods, cells, measures), notes
+    return _rows(methods, cells, measures), _notes(measures, not_computed)
 
 
 def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str = "model passes") -> str:

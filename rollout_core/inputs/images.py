@@ -20,7 +20,7 @@ from __future__ import annotations
 import io
 import re
 from pathlib import Path
-from typing import BinaryIO, Union
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
@@ -77,6 +77,15 @@ def load_image(source: ImageSource, *, max_pixels: int | None = None, max_side: 
     if max(rgb.size) > max_side:
         rgb = rgb.resize(_fit(rgb.size, max_side), Image.LANCZOS)
     return rgb
+
+
+def model_pixels(processor: Any, picture: Image.Image) -> Any:
+    """The model's `pixel_values` (1, C, H, W) of a `load_image` picture, or `InputError` when the model's
+    processor cannot prepare it."""
+    try:
+        return processor(images=picture, return_tensors="pt")["pixel_values"]
+    except (ValueError, TypeError, RuntimeError) as err:
+        raise InputError(f"the image processor could not prepare this image: {err}") from err
 
 
 def _read_bytes(source: str | Path | bytes | bytearray | BinaryIO) -> bytes:

@@ -32,6 +32,10 @@ DEFAULT_EPS = 0.2
 """Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.7x faster than exact with a
 bound of 0 (0.32 s vs 1.48 s on maths.maxflow's solver); 0.3 gives bound 7.5e-2 and was no faster in that run,
 0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
+PRUNED_EDGE_SHARE = 0.2
+"""Share of the pruned layers' edges that pruning at DEFAULT_EPS keeps, for cost estimates: 4-21% per layer (mean 13%)
+on default-image's attention. Diffuse attention keeps more (a synthetic 197-token case ran only 1.3x faster than
+exact), so there the estimate runs low."""
 
 
 @dataclass
@@ -42,16 +46,19 @@ class FlowResult:
     error_bound: float
 
 
-def flow_cost_estimate(n: int, layers: int, rows: int) -> dict[str, float]:
-    """Cost of exact flow for `rows` output rows of an n-token input through `layers` layers.
+def flow_cost_estimate(n: int, layers: int, rows: int, *, outputs: int = 1, kept: float = 1.0) -> dict[str, float]:
+    """Cost of flow for `rows` output rows of an n-token input through `layers` layers.
 
-    Returns the number of max-flow problems (rows * n) and an estimate of the seconds they take
-    (each problem walks a graph of about max(layers - 2, 0) * n^2 + 2n edges, maths.flow.row_graph).
+    Returns the number of max-flow problems (rows * n) and an estimate of the seconds they take: each problem
+    walks one row's graph (maths.flow.row_graph), n source-slot edges plus max(layers - 2, 0) * n^2 between
+    middle layers plus outputs * n into the top layer (`outputs`: the positions a pooled readout reads, 1 for a
+    single output); `kept` is the share of the latter two that pruning leaves (1.0: exact flow).
     """
-    if n < 1 or layers < 1 or rows < 0:
-        raise InputError(f"flow_cost_estimate needs n, layers >= 1 and rows >= 0, got {n}, {layers}, {rows}")
+    if n < 1 or layers < 1 or rows < 0 or outputs < 1 or not 0.0 < kept <= 1.0:
+        raise InputError(f"flow_cost_estimate needs n, layers, outputs >= 1, rows >= 0 and kept in (0, 1], got "
+                         f"n={n}, layers={layers}, outputs={outputs}, rows={rows}, kept={kept}")
     problems = rows * n
-    edges = max(layers - 2, 0) * n * n + 2 * n
+    edges = n + kept * (max(layers - 2, 0) * n * n + (min(outputs, n) * n if layers > 1 else 0))
     return {"max_flows": float(problems), "seconds": problems * edges * SECONDS_PER_EDGE}
 
 

@@ -53,6 +53,19 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
 
+def cost_seconds(n: int, layers: int, *, outputs: int = 1, image: bool = False, full_matrix: bool = False) -> float:
+    """Estimated seconds of `compute` on one n-token input through `layers` layers, from
+    maths.flow_bounded.flow_cost_estimate: one row per layer prefix (mass-pruned on images), plus the whole
+    final matrix when `full_matrix` asks for it (text only). `outputs`: the positions the readout pools."""
+    from rollout_core.maths.flow_bounded import PRUNED_EDGE_SHARE, flow_cost_estimate
+
+    kept = PRUNED_EDGE_SHARE if image else 1.0
+    seconds = sum(flow_cost_estimate(n, top, 1, outputs=outputs, kept=kept)["seconds"] for top in range(1, layers + 1))
+    if full_matrix and not image:
+        seconds += flow_cost_estimate(n, layers, n)["seconds"]
+    return seconds
+
+
 def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int] | None") -> "torch.Tensor":
     """(B, n): the output rows mixed by the readout weights, or the pooled row as it is."""
     import torch
