@@ -9,6 +9,7 @@ import pytest
 
 from rollout_core import explain_text
 from rollout_core.compare import word_scores
+from rollout_core.corpus import engine
 from rollout_core.corpus.engine import at_precision, explain_rows
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
@@ -32,6 +33,8 @@ def _assert_rows_equal_explanations(model: object, method: str, top_k: int = 3) 
     table = explain_rows(model, rows, method, batch_size=4, top_k=top_k).to_pylist()
     expls = explain_texts(model, list(rows["text"]), method=method, batch_size=4)
     assert len(table) == len(expls) == len(rows)
+    # before the float32 of the Parquet columns: the float64 word shares and predictions themselves
+    assert list(engine._units(model, rows, method, 4)) == [(e.prediction, word_scores(e)) for e in expls]
     for row, expl, text in zip(table, expls, rows["text"]):
         units = word_scores(expl)
         best = sorted(range(len(units)), key=lambda i: -units[i][3])[:top_k]
