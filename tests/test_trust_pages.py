@@ -61,8 +61,11 @@ def test_picker_starts_on_the_measured_best_and_shows_the_figures(tiny_bert: Pat
     assert f"{titles['rollout']} · pointing 0.05 · deletion 0.54" in box.options
     assert titles["flow"] in box.options  # not measured: the title alone
     assert any("Figures measured on 7 generated sentences, 2026-01-02" in c for c in captions(at))
-    assert ("On 7 generated sentences with known deciding words, this method's top token is a deciding word 88% "
-            "of the time; random 18%.") in captions(at)
+    line = next(c for c in captions(at) if c.startswith("On 7 generated sentences"))
+    assert line.startswith("On 7 generated sentences with known deciding words, this method's top token is a deciding "
+                           "word 88% of the time; random 18%. Removing its top tokens first lowers the prediction "
+                           "with a deletion AUC of 0.52 (random 0.70; lower is faster).")  # 0.515 to 2 digits
+    assert "not whether a position argues for or against the class" in line  # attention is class-agnostic
     assert "method" not in at.query_params  # the default stays out of the URL
 
 
@@ -71,6 +74,19 @@ def test_a_method_named_by_the_url_wins_and_gets_its_own_line(tiny_bert: Path) -
     at = page("app_pages/text.py", model="tiny-bert", text="a good film", method="rollout")
     assert method_box(at).value == "rollout"
     assert any("top token is a deciding word 5% of the time; random 18%." in c for c in captions(at))
+
+
+def test_the_line_sets_deletion_beside_integrated_gradients_and_says_which_maps_have_no_direction(
+        tiny_bert: Path) -> None:
+    record = {**RECORD, "methods": {**RECORD["methods"],
+                                    "integrated_gradients": {"pointing_game": 0.8, "deletion_auc": 0.345}}}
+    (tiny_bert / "tiny-bert.json").write_text(json.dumps(record), encoding="utf-8")
+    at = page("app_pages/text.py", model="tiny-bert", text="a good film", method="gradient")
+    line = next(c for c in captions(at) if c.startswith("On 7 generated sentences"))
+    assert line.endswith("deletion AUC of 0.52 (integrated gradients 0.34, random 0.70; lower is faster).")
+    at = page("app_pages/text.py", model="tiny-bert", text="a good film", method="rollout")
+    line = next(c for c in captions(at) if c.startswith("On 7 generated sentences"))
+    assert "(integrated gradients 0.34, random 0.70; lower is faster). It shows where information flows" in line
 
 
 def test_without_measurements_rollout_and_the_check_on_request(tiny_bert: Path) -> None:

@@ -9,6 +9,7 @@ import streamlit as st
 
 from app_pages._lib import core
 from app_pages._lib.safe import safe_text
+from rollout_core import methods
 from rollout_core.models import domain, measured, registry
 
 PHOTO_MODEL = "dinov2-small"
@@ -21,7 +22,7 @@ def trust_line(name: str, allow_pickle: bool, exp: Any, source: str | bytes) -> 
     record = measured.figures(name)
     values = (record or {}).get("methods", {}).get(exp.method)
     if record is not None and isinstance(values, dict):
-        st.caption(_measured_sentence(record, values, exp.kind))
+        st.caption(_measured_sentence(record, values, exp.kind, exp.method))
         return
     if not exp.prediction:
         st.caption("No measured figures for this model, and no classifier whose probability a check could follow.")
@@ -44,19 +45,41 @@ def trust_line(name: str, allow_pickle: bool, exp: Any, source: str | bytes) -> 
     st.caption(checks[key])
 
 
-def _measured_sentence(record: dict, values: dict, kind: str) -> str:
+def _measured_sentence(record: dict, values: dict, kind: str, method: str) -> str:
     where = safe_text(measured.describe_dataset(record))
     chance = (record.get("random") or {}).get("pointing_game")
     pointing = values.get("pointing_game")
     if isinstance(pointing, (int, float)):
         top = "top token is a deciding word" if kind == "text" else "top patch lies on the deciding shape"
         tail = f"; random {chance:.0%}." if isinstance(chance, (int, float)) else "."
-        return f"On {where}, this method's {top} {pointing:.0%} of the time{tail}"
+        return " ".join(filter(None, (f"On {where}, this method's {top} {pointing:.0%} of the time{tail}",
+                                      _deletion_sentence(record, values, kind, method))))
     deletion, random = values.get("deletion_auc"), (record.get("random") or {}).get("deletion_auc")
     if isinstance(deletion, (int, float)) and isinstance(random, (int, float)):
         return (f"On {where}, removing this method's top positions first gives a deletion AUC of {deletion:.2f}; "
                 f"random orderings {random:.2f} (lower: the map finds what the model uses).")
     return f"Measured on {where}; no pointing game or deletion figure for this method."
+
+
+def _deletion_sentence(record: dict, values: dict, kind: str, method: str) -> str:
+    """How fast removing the map's top positions lowers the prediction, beside integrated gradients (the
+    attention-free reference, when the record has it) and random orderings; and, for a class-agnostic method,
+    that the map does not say which way a position pushes."""
+    deletion = values.get("deletion_auc")
+    if not isinstance(deletion, (int, float)):
+        return ""
+    what = "tokens" if kind == "text" else "patches"
+    reference = {} if method == "integrated_gradients" else (record.get("methods") or {}).get("integrated_gradients")
+    beside = ", ".join(f"{name} {v['deletion_auc']:.2f}" for name, v in
+                       (("integrated gradients", reference or {}), ("random", record.get("random") or {}))
+                       if isinstance(v.get("deletion_auc"), (int, float)))
+    sentence = (f"Removing its top {what} first lowers the prediction with a deletion AUC of {deletion:.2f}"
+                + (f" ({beside}; lower is faster)." if beside else " (lower is faster)."))
+    spec = methods.get(method) if method in methods.names() else None
+    if spec is not None and not spec.class_specific:
+        sentence += (" It shows where information flows, not whether a position argues for or against the class"
+                     + (" (a negation such as 'not' can decide without standing out)." if kind == "text" else "."))
+    return sentence
 
 
 def _check(name: str, allow_pickle: bool, source: str | bytes, exp: Any) -> str:
