@@ -111,6 +111,22 @@ def bad_pickle(folder: Path) -> None:
     (folder / "pytorch_model.bin").write_bytes(b"\x80\x04not a pickle at all")
 
 
+class _RunsCode:
+    """Pickled as a call of os.system (harmless here: `true`), as a hostile checkpoint would be."""
+
+    def __reduce__(self) -> tuple:
+        import os
+
+        return os.system, ("true",)
+
+
+def code_running_pickle(folder: Path) -> None:
+    import torch
+
+    (folder / "model.safetensors").unlink()
+    torch.save({"bert.embeddings.word_embeddings.weight": _RunsCode()}, folder / "pytorch_model.bin")
+
+
 def tokenizer_architecture(folder: Path) -> None:
     _config(folder, architectures=["AutoTokenizer"])
 
@@ -138,6 +154,7 @@ BROKEN = [
     Broken("tokenizer-json-nested-deep", deep_tokenizer_json, "tokenizer"),
     Broken("num-hidden-layers-six", wrong_type, "num_hidden_layers"),
     Broken("bad-pickle-opted-in", bad_pickle, "pickl", allow_pickle=True),
+    Broken("code-running-pickle-opted-in", code_running_pickle, "global posix.system", allow_pickle=True),
     Broken("300-character-name", LONG_NAME, str(len(LONG_NAME))),
     Broken("name-part-too-long-in-bytes", "/tmp/" + "é" * 200, "é" * 200),  # 200 characters, 400 bytes
     Broken("no-such-user-home", "~nosuchuser/x", "~nosuchuser/x"),
@@ -193,6 +210,7 @@ def test_broken_model_is_a_clear_error_in_the_core(case: Broken, broken_model: C
         with pytest.raises(RolloutError) as caught:
             loading.load_model(broken_model(case), allow_pickle=case.allow_pickle)
     assert case.says in str(caught.value).lower(), str(caught.value)
+    assert "re-running" not in str(caught.value).lower()  # never torch's advice to load with weights_only=False
 
 
 @pytest.mark.parametrize("case", BROKEN, ids=[c.id for c in BROKEN])

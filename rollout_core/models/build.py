@@ -111,6 +111,10 @@ def load_folder(
             output_loading_info=True,
             ignore_mismatched_sizes=True,  # refused below by size.check_weights_match, naming the weight
         )
+    except pickle.UnpicklingError as err:
+        raise ModelLoadError(f"could not read the pickle weights in {folder}: torch's safe loader (weights_only) "
+                             f"refused them, so nothing in them ran; the file is broken or holds more than tensors "
+                             f"({_unpickling_reason(err)}). Use a safetensors copy") from err
     except _BROKEN_FILES as err:
         raise ModelLoadError(f"could not load the model in {folder} as {task}: {type(err).__name__}: "
                              f"{str(err)[:300]}") from err
@@ -126,6 +130,15 @@ def load_folder(
         name=str(folder), source=str(folder), family=config.model_type, task=task, modality=spec.modality,
         model=model, processor=processor, labels=labels, device=device, num_layers=num_layers, num_heads=num_heads,
     )
+
+
+def _unpickling_reason(err: pickle.UnpicklingError) -> str:
+    """The informative line of torch's long weights_only message ("Trying to load unsupported GLOBAL posix.system
+    ...", "Unsupported operand 110"), without its advice to load with weights_only=False."""
+    boilerplate = ("Weights only load failed", "Please file an issue", "Check the documentation")
+    lines = [line.strip().removeprefix("WeightsUnpickler error:").strip() for line in str(err).splitlines()]
+    found = [line for line in lines if line and not line.startswith(boilerplate)]
+    return (found[0] if found else type(err).__name__)[:200]
 
 
 def _processor(folder: Path, modality: str, trust_remote_code: bool) -> Any:
