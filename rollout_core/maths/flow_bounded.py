@@ -3,8 +3,8 @@
 Pruning by mass: each row of every Ã keeps the smallest set of its largest edges holding at least a share
 (1 - eps) of the row's mass; the rest is dropped. Max flow is then solved on the pruned graph G'.
 
-Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut it leaves (S = nodes
-reachable from the source in the residual graph of G', which the solver's last search marks, maths.maxflow). In the full graph G the same cut has capacity
+Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut the solver leaves (a trivial
+cut it saturated, or the nodes its last search reaches in the residual graph of G', maths.maxflow). In the full graph G the same cut has capacity
 f' + d, d = the capacity of the pruned edges from S to T, and every cut bounds the max flow, so
 f' <= f <= f' + d. Per output row with raw values v'_j, bounds d_j, S' = sum v'_j, D = sum d_j, the
 normalised values v_j / S lie in [v'_j / (S' + D), (v'_j + d_j) / S'], so
