@@ -4,7 +4,8 @@ graph, int32 capacities at 2^30), on synthetic attention and on default-text's r
 flow_cost_estimate against the measured time; mass-pruned flow (maths.flow_bounded) vs exact on diffuse 197-token,
 12-layer attention and on the image page's real case (default-image, pooled readout); the server's budget estimate
 (rollout_core.budget.check_request, as the pages call it) beside the measured time of the page's flow on default-text
-(64-512 tokens) and default-image. All in one run, 1 torch thread.
+(64-512 tokens) and default-image. All in one run, 1 torch thread; the mass-pruned rows and their exact rows are the
+least time of 3 runs.
 
     flock /tmp/bench.lock python benchmarks/bench_flow_row.py
 """
@@ -32,6 +33,11 @@ def timed(fn):
     start = time.perf_counter()
     out = fn()
     return out, time.perf_counter() - start
+
+
+def best_of_3(fn):
+    """timed(fn)'s result with the least time of 3 runs (single runs of ~0.1 s swing 2x on the shared cores)."""
+    return min((timed(fn) for _ in range(3)), key=lambda pair: pair[1])
 
 
 def scipy_row(layers: list[np.ndarray], output: int) -> np.ndarray:
@@ -86,9 +92,9 @@ def main() -> None:
     estimate = flow_cost_estimate(128, 6, 1)["seconds"]
     print(f"| flow_cost_estimate(128, 6, 1) | {estimate:.3f} s | measured {t_row:.3f} s | {estimate / t_row:.2f} |")
     diffuse = list(torch.softmax(torch.randn(12, 1, 3, 197, 197, generator=g, dtype=torch.float64) * 0.1, -1))
-    exact, t_exact = timed(lambda: attention_flow(diffuse, output_tokens=[0]))
+    exact, t_exact = best_of_3(lambda: attention_flow(diffuse, output_tokens=[0]))
     for eps in (DEFAULT_EPS, 0.4, 0.49):
-        approx, t_approx = timed(lambda: bounded_attention_flow(diffuse, eps=eps, output_tokens=[0]))
+        approx, t_approx = best_of_3(lambda: bounded_attention_flow(diffuse, eps=eps, output_tokens=[0]))
         error = float((approx.values - exact).abs().max())
         print(f"| mass-pruned flow eps {eps}, diffuse 197 tokens x 12 layers, CLS row | {t_approx:.2f} s, "
               f"error {error:.1e}, bound {approx.error_bound:.1e} | exact {t_exact:.2f} s "
@@ -136,9 +142,9 @@ def default_image_rows() -> None:
     atts = [a.double() for a in captured.attentions]
     pooling = families.head_pooling(families.spec_for(handle.config), handle.config, handle.model, handle.task)
     weights = families.row_weights(pooling, torch.ones(1, layout.num_tokens, dtype=torch.bool), layout.patch_positions)
-    exact, t_exact = timed(lambda: pooled_attention_flow(atts, weights))
+    exact, t_exact = best_of_3(lambda: pooled_attention_flow(atts, weights))
     for eps in (DEFAULT_EPS, 0.3):
-        approx, t_approx = timed(lambda: bounded_attention_flow(atts, eps=eps, weights=weights))
+        approx, t_approx = best_of_3(lambda: bounded_attention_flow(atts, eps=eps, weights=weights))
         error = float((approx.values[:, 0] - exact).abs().max())
         print(f"| mass-pruned flow eps {eps}, default-image ({layout.num_tokens} tokens x {len(atts)} layers), "
               "pooled row "

@@ -16,16 +16,27 @@ def cut_capacity(tails, heads, capacity, source_side):
 
 
 def test_hand_case_needs_a_reverse_edge_and_leaves_its_min_cut():
-    """s->a->c->t is found first; the second unit must undo a->c: s->b->c<-a->d->t. Max flow 2; the source side
-    of the cut left is {s, b} (s->b has 1 spare): the edges s->a and b->c."""
+    """s->a->c->t is found first; the second unit must undo a->c: s->b->c<-a->d->t. Max flow 2, the sink's whole
+    in-capacity: that trivial cut is minimum, so the solver stops there and leaves all but t on the source side."""
     s, a, b, c, d, t = range(6)
     tails, heads = np.array([s, s, a, a, b, c, d]), np.array([a, b, c, d, c, t, t])
     capacity = np.array([1, 1, 1, 1, 1, 1, 1])
     net = network(tails, heads, capacity, 6, 2, s, t)
     assert net.solve(np.array([1, 2], np.int64)) == 2
-    assert (net.level >= 0).tolist() == [True, False, True, False, False, False]
+    assert (net.level >= 0).tolist() == [True, True, True, True, True, False]
     assert net.solve(np.array([1, 0], np.int64)) == 1  # the slot (the source's two edges) rewritten: b is cut off
+    assert (net.level >= 0).tolist() == [True, False, False, False, False, False]  # the source's out-capacity
     assert net.solve(np.array([0, 0], np.int64)) == 0
+
+
+def test_a_cut_no_trivial_one_equals_is_left_by_the_last_search():
+    """The same graph with 2 into t on each edge: max flow 2 < 3 out of s and 4 into t. The last BFS marks the
+    nodes reachable from s, {s, b} (s->b has 1 spare): the cut of s->a and b->c."""
+    s, a, b, c, d, t = range(6)
+    tails, heads = np.array([s, s, a, a, b, c, d]), np.array([a, b, c, d, c, t, t])
+    net = network(tails, heads, np.array([1, 1, 1, 1, 1, 2, 2]), 6, 2, s, t)
+    assert net.solve(np.array([1, 2], np.int64)) == 2
+    assert (net.level >= 0).tolist() == [True, False, True, False, False, False]
 
 
 @pytest.mark.parametrize("seed", range(6))

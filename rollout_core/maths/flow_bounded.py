@@ -3,8 +3,8 @@
 Pruning by mass: each row of every Ã keeps the smallest set of its largest edges holding at least a share
 (1 - eps) of the row's mass; the rest is dropped. Max flow is then solved on the pruned graph G'.
 
-Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut it leaves (S = nodes
-reachable from the source in the residual graph of G', which the solver's last search marks, maths.maxflow). In the full graph G the same cut has capacity
+Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut the solver leaves (a trivial
+cut it saturated, or the nodes its last search reaches in the residual graph of G', maths.maxflow). In the full graph G the same cut has capacity
 f' + d, d = the capacity of the pruned edges from S to T, and every cut bounds the max flow, so
 f' <= f <= f' + d. Per output row with raw values v'_j, bounds d_j, S' = sum v'_j, D = sum d_j, the
 normalised values v_j / S lie in [v'_j / (S' + D), (v'_j + d_j) / S'], so
@@ -24,17 +24,18 @@ from rollout_core.errors import InputError
 from rollout_core.maths.flow import ProgressCallback, flow_rows, row_graph
 from rollout_core.maths.rollout import Attentions
 
-# Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 6.5
-# (bench_flow_row.py, 2026-12-04): 0.7e-8 on synthetic 128-token text, 1.4e-8 on default-text's real attention,
-# 1.2e-8 on diffuse 197 x 12, 0.9e-8 on default-image; the first flow of a process adds ~1 s (numba loads its kernel).
-SECONDS_PER_EDGE = 1.2e-8
+# Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 2
+# (bench_flow_row.py, 2026-12-04 05:10 UTC): 0.9e-8 on default-text's real attention (128 tokens; 0.5e-8 at 512),
+# 0.3e-8 on synthetic 128-token text, 0.2e-8 on diffuse 197 x 12 (every solve there stops at a trivial cut,
+# maths.maxflow) and on default-image's exact pooled row: there the estimate runs high. The first flow of a process adds ~1 s (numba loads its kernel).
+SECONDS_PER_EDGE = 1.0e-8
 DEFAULT_EPS = 0.2
-"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 4.7x faster than exact with a
-bound of 0 (0.32 s vs 1.48 s on maths.maxflow's solver); 0.3 gives bound 7.5e-2 and was no faster in that run,
-0.4 makes the bound vacuous (benchmarks/RESULTS.md)."""
+"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 2.5x faster than exact with a
+bound of 0 (0.12 s vs 0.30 s, least of 3); 0.3 gives bound 7.5e-2 and was slower (0.17 s), 0.4 makes the bound
+vacuous (benchmarks/RESULTS.md)."""
 PRUNED_EDGE_SHARE = 0.2
 """Share of the pruned layers' edges that pruning at DEFAULT_EPS keeps, for cost estimates: 4-21% per layer (mean 13%)
-on default-image's attention. Diffuse attention keeps more (a synthetic 197-token case ran only 1.3x faster than
+on default-image's attention. Diffuse attention keeps more (a synthetic 197-token case ran only 1.2x faster than
 exact), so there the estimate runs low."""
 
 
