@@ -13,8 +13,8 @@ from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation, Prediction
 from rollout_core.summary import summarize
 
-KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp", "norm", "alti", "alti_tuned", "value_zeroing",
-         "sink_free"}  # the methods the project ships, written out by hand
+KNOWN = {"rollout", "flow", "gradient", "attention", "attnlrp", "knockout_shapley", "norm", "alti", "alti_tuned",
+         "value_zeroing", "sink_free"}  # the methods the project ships, written out by hand
 
 FAKE_METHOD = '''
 from rollout_core.methods._spec import MethodOutput, MethodSpec
@@ -52,11 +52,11 @@ def _method_choices(parser: argparse.ArgumentParser, command: str, option: str) 
 def test_registry_lists_the_shipped_methods_without_torch():
     assert set(methods.names()) == KNOWN and len(methods.names()) == len(KNOWN)
     assert methods.names()[0] == "rollout"  # the default is offered first
-    assert [s.name for s in methods.all_methods() if s.class_specific] == ["gradient", "attnlrp"]
+    assert [s.name for s in methods.all_methods() if s.class_specific] == ["gradient", "attnlrp", "knockout_shapley"]
     assert [s.name for s in methods.all_methods() if s.needs_gradients] == ["gradient", "attnlrp"]
     assert [s.name for s in methods.all_methods() if s.can_stream] == ["rollout"]
-    assert [s.name for s in methods.all_methods() if not s.cumulative] == ["attention", "attnlrp"]
-    assert [s.name for s in methods.all_methods() if not s.layered] == ["attnlrp"]  # one map: no slider over it
+    assert [s.name for s in methods.all_methods() if not s.cumulative] == ["attention", "attnlrp", "knockout_shapley"]
+    assert [s.name for s in methods.all_methods() if not s.layered] == ["attnlrp", "knockout_shapley"]  # one map
     for spec in methods.all_methods():
         assert spec.title and spec.phrase and spec.description
 

@@ -277,6 +277,7 @@ def test_default_image_slider_holds_only_the_fine_tuned_layers_of_its_default_me
     at = page("app_pages/image.py", model=default("default-image"))
     assert_clean(at)
     assert at.selectbox(key="method").value == "alti_tuned"  # the measured default
+    assert not any("knockout" in o.lower() for o in at.selectbox(key="method").options)  # a text-only method
     assert any("first fine-tuned layer" in c for c in texts(at.caption))
     data = explorers(at)[0]
     assert data["layer"] == 2  # two slider positions: layers 11 and 12 (the 10 frozen ones are not shown)

@@ -50,17 +50,18 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
     return name, allow_pickle
 
 
-def method_settings(key: str = "", target_help: str | None = None, model: str | None = None
-                    ) -> tuple[Options, str | int | None]:
+def method_settings(key: str = "", target_help: str | None = None, model: str | None = None,
+                    modality: str | None = None) -> tuple[Options, str | int | None]:
     """Method, head fusion, residual weight, discard ratio, start layer (the `Options`) and the target (None:
     predicted); `key` prefixes the URL names. With `model`, the picker starts on its measured default and shows
     each method's measured figures."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     record = measured.figures(model)
-    for name, default, choices in (("method", measured.default_method(model), methods.names()),
+    offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
+    for name, default, choices in (("method", measured.default_method(model), offered),
                                    ("fusion", "mean", FUSIONS)):
         param(k(name), default, choices)
-    method = st.selectbox("Method", methods.names(), key=k("method"),
+    method = st.selectbox("Method", offered, key=k("method"),
                           format_func=lambda m: method_label(m, record))
     _figures_caption(record, model)
     spec = methods.get(method)
@@ -93,7 +94,7 @@ def model_and_method(modality: str, method_header: str = "Method"
         st.header("Model")
         name, allow_pickle = model_picker(modality)
         st.header(method_header)
-        return name, allow_pickle, *method_settings(model=name)
+        return name, allow_pickle, *method_settings(model=name, modality=modality)
 
 
 def method_label(method: str, record: dict | None) -> str:

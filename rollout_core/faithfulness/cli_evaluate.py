@@ -43,8 +43,9 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
                         help="'text' or 'image' (generated, with ground truth), a CSV with text,label columns, "
                              "or a folder with one sub-folder of images per class (default: the generated set "
                              "of the model's kind, 'text' or 'image')")
-    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=[*METHODS, *REFERENCES],
-                        help="methods to measure (the random baseline is always added)")
+    parser.add_argument("--methods", nargs="+", default=None, choices=[*METHODS, *REFERENCES],
+                        help="methods to measure (default: every method for the model's kind of input; the random "
+                             "baseline is always added)")
     parser.add_argument("--limit", type=int, default=None, help="at most this many examples (generated sets: 100)")
     parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS,
                         help=f"random orderings per example for the baseline (default {RANDOM_SEEDS}: the random row "

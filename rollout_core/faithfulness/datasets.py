@@ -35,8 +35,13 @@ def load_handle(model: Any, modality: str = "text", check: bool = False) -> Mode
     return handle
 
 
-def check_methods(methods: Sequence[str]) -> list[str]:
-    """The asked methods, known and without repeats (one name may be given as a string)."""
+def check_methods(methods: Sequence[str] | None, modality: str) -> list[str]:
+    """The asked methods, known, for `modality` and without repeats (one name may be given as a string);
+    None: every registered method that explains that modality."""
+    from rollout_core import methods as registry
+
+    if methods is None:
+        return [m for m in METHODS if modality in registry.get(m).modalities]
     if isinstance(methods, str):
         methods = [methods]
     allowed = (*METHODS, *REFERENCES)
@@ -44,6 +49,11 @@ def check_methods(methods: Sequence[str]) -> list[str]:
     if unknown or not methods:
         raise InputError(f"unknown method(s) {', '.join(map(repr, unknown)) or '(none given)'}; "
                          f"choose from: {', '.join(allowed)}")
+    other = [m for m in methods if m in METHODS and modality not in registry.get(m).modalities]
+    if other:
+        which = "it" if len(other) == 1 else "them"
+        raise InputError(f"{', '.join(other)} cannot explain {modality} inputs; leave {which} out (without a method "
+                         f"list every method for {modality} is measured)")
     return list(dict.fromkeys(methods))
 
 

@@ -100,7 +100,7 @@ class DatasetEvaluation:
 def evaluate_input(
     model: str | os.PathLike[str] | ModelHandle | None,
     input: Any,
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | None = None,
     *,
     label: str | None = None,
     evidence: list[tuple[int, int]] | None = None,
@@ -122,7 +122,7 @@ def evaluate_input(
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
-    methods, references = check_methods(methods), check_references(references, handle.modality)
+    methods, references = check_methods(methods, handle.modality), check_references(references, handle.modality)
     result = evaluate_item(handle, Item(input, label, evidence, mask), methods, seeds, options,
                            references=references, progress=progress, batch_size=batch_size)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
@@ -134,7 +134,7 @@ def evaluate_input(
 def evaluate_dataset(
     model: str | os.PathLike[str] | ModelHandle | None,
     dataset: str | os.PathLike[str],
-    methods: Sequence[str] = METHODS,
+    methods: Sequence[str] | None = None,
     *,
     limit: int | None = None,
     progress: Progress | None = None,
@@ -157,7 +157,7 @@ def evaluate_dataset(
     example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
-    methods = check_methods(methods)
+    methods = check_methods(methods, handle.modality)
     references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")

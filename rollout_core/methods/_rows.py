@@ -20,6 +20,12 @@ def rows_of(cumulative: "torch.Tensor", method_input: MethodInput) -> MethodOutp
     return MethodOutput(layer_rows=torch.einsum("bi,lbij->lbj", w, cumulative.to(w.dtype)), matrix=cumulative[-1])
 
 
+def one_map(scores: "torch.Tensor", method_input: MethodInput) -> MethodOutput:
+    """A method with one (B, n) map of the whole model: the same rows at every layer of the range."""
+    o = method_input.options
+    return MethodOutput(layer_rows=scores.unsqueeze(0).repeat(o.end_layer - o.start_layer, 1, 1), matrix=None)
+
+
 def contribution_method(contributions: "Callable[[MethodInput], torch.Tensor]", *,
                         add_residual: bool) -> Callable[[MethodInput], MethodOutput]:
     """The compute function of a contribution method. `contributions(input)`: (L, B, n, n) row-normalised

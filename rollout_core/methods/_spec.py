@@ -30,6 +30,7 @@ class MethodInput:
     weights: "torch.Tensor"  # (B, n) how the explained row mixes output positions (one-hot or pooled)
     full_matrix: bool  # the caller wants the final n x n matrix (text pages), not only the explained rows
     recorded: Any = None  # what the spec's `recorder` collected during the forward pass
+    target_index: "torch.Tensor | None" = None  # (B,) the explained class of each sample (classifiers), else None
 
 
 @dataclass
@@ -63,6 +64,7 @@ class MethodSpec:
     layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
+    modalities: tuple[str, ...] = ("text", "image")  # the inputs it explains
     layer_view: str = "raw attention"  # what the slider's per-layer view shows (MethodOutput.layer_maps)
     first_layer: "Callable[[ModelHandle], int] | None" = None  # the lowest layer the method reads on a model
     # (the layers below count as the identity): a start_layer below it is raised to it, so the slider, the

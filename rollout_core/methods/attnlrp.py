@@ -5,6 +5,7 @@ gradient of the explained score w.r.t. the encoder input is the modified gradien
 its input embedding times that gradient, summed over the embedding. One map for the whole model: the slider's
 every layer shows it (the layer range does not apply). Signed: negative relevance speaks against the class.
 """
+from rollout_core.methods._rows import one_map
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
 
 
@@ -19,15 +20,14 @@ def compute(method_input: MethodInput) -> MethodOutput:
     from rollout_core.errors import UnsupportedModelError
     from rollout_core.maths.lrp import token_relevance
 
-    captured, o = method_input.captured, method_input.options
+    captured = method_input.captured
     if captured.input_gradients is None:
         raise UnsupportedModelError("AttnLRP: the explained score does not depend on this model's input "
                                     "embeddings as returned in its hidden states; choose another method")
     relevance = token_relevance(captured.outputs.hidden_states[0], captured.input_gradients)
     if method_input.mask is not None:
         relevance = relevance * method_input.mask.to(relevance.dtype)
-    rows = relevance.unsqueeze(0).repeat(o.end_layer - o.start_layer, 1, 1)
-    return MethodOutput(layer_rows=rows, matrix=None)
+    return one_map(relevance, method_input)
 
 
 METHOD = MethodSpec(
