@@ -97,7 +97,7 @@ def _full_batch(
     layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
                                                       full_matrix=layout is None, recorded=recorded,
-                                                      target_index=_class_indices(handle, result)))
+                                                      target_index=result.classes))
     layer_att = layer_att if out.layer_maps is None else out.layer_maps
     sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
@@ -107,16 +107,6 @@ def _full_batch(
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )
-
-
-def _class_indices(handle: ModelHandle, result: HeadResult) -> torch.Tensor | None:
-    """(B,) the index of each sample's explained class among the model's own labels; None when the head explains
-    something else (zero-shot labels, positions of a language model)."""
-    labels = list(handle.labels or [])
-    classifier = handle.task in ("text-classification", "image-classification")
-    if not classifier or not all(t in labels for t in result.targets):
-        return None
-    return torch.tensor([labels.index(t) for t in result.targets], device=handle.device)
 
 
 def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:

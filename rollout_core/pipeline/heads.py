@@ -5,6 +5,7 @@ over the labels, with mean-pooled, L2-normalised embeddings of the text and of e
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -29,6 +30,7 @@ class HeadResult:
     descriptions: list[str]
     score: torch.Tensor | None  # (B,) explained scores (differentiable when gradients are on)
     weights: torch.Tensor | None = None  # (B, n) explained rows, when the head decides them (causal LM)
+    classes: torch.Tensor | None = None  # (B,) each sample's explained class among the model's own logits
 
 
 Head = Callable[[Any, torch.Tensor, list[Any]], HeadResult]
@@ -66,6 +68,7 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
             targets=[labels[i] for i in index],
             descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "") for i, c in zip(index, chosen)],
             score=score,
+            classes=torch.tensor(index, device=logits.device),
         )
     return head
 
@@ -124,7 +127,8 @@ def zero_shot_head(handle: ModelHandle, labels: Sequence[str]) -> Head:
     def head(outputs: Any, real: torch.Tensor, targets: list[Any]) -> HeadResult:
         text = _mean_pool(outputs.last_hidden_state, real)
         sims = text @ label_vectors.T  # (B, K) cosine similarities
-        return classifier_head(labels, False, lambda _: sims / ZERO_SHOT_TEMPERATURE)(outputs, real, targets)
+        result = classifier_head(labels, False, lambda _: sims / ZERO_SHOT_TEMPERATURE)(outputs, real, targets)
+        return dataclasses.replace(result, classes=None)  # its classes are the zero-shot labels, not model logits
     return head
 
 
