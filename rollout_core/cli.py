@@ -17,6 +17,8 @@ from rollout_core import methods
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.options import CAPTURES, HEAD_FUSIONS
 from rollout_core.settings_env import check_settings
+from rollout_core.warm.channel import CLI_ENV_DEFAULTS
+from rollout_core.warm.client import run_remote
 
 BAR_WIDTH = 30
 
@@ -67,13 +69,30 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--json", action="store_true")
     setup = sub.add_parser("setup", help="build the embedded default models")
     setup.add_argument("--force", action="store_true", help="rebuild even when present")
+    serve = sub.add_parser("serve", help="keep a warm process that later text, image and models commands use",
+                           description="Import torch and transformers once and keep models loaded; while it runs, "
+                           "`text`, `image` and `models` commands of this user hand their work to it (same output "
+                           "and exit status; ROLLOUT_SERVER=off skips it). It serves one command at a time.")
+    serve.add_argument("--idle-minutes", type=float, default=30.0,
+                       help="exit after this many minutes without a command (0: never; default 30)")
+    serve.add_argument("--preload", nargs="*", metavar="MODEL",
+                       help="models to load at start (default: the embedded default models that are built)")
+    action = serve.add_mutually_exclusive_group()
+    action.add_argument("--detach", action="store_true", help="start in the background; return once it answers")
+    action.add_argument("--status", action="store_true", help="say whether a server runs (exit 1 when none)")
+    action.add_argument("--stop", action="store_true", help="stop the running server")
     sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
     sub.add_parser("corpus", help="explain a whole corpus (see `corpus --help`)", add_help=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the exit status (errors exit through SystemExit with one stderr line)."""
+    """Run the CLI; returns the exit status (errors exit through SystemExit with one stderr line).
+    Run as a program (`argv` None), it hands the command to this user's warm server when one runs (`serve`)."""
+    if argv is None:
+        served = run_remote(sys.argv[1:])
+        if served is not None:
+            return served
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] in (["evaluate"], ["corpus"]):  # its options belong to the evaluate module: pass them on untouched
         args = argparse.Namespace(command=argv[0], args=argv[1:])
@@ -102,8 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _quiet_libraries() -> None:
-    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
-    os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
+    for name, value in CLI_ENV_DEFAULTS.items():
+        os.environ.setdefault(name, value)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -199,6 +218,24 @@ def _cmd_setup(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_serve(args: argparse.Namespace) -> int:
+    from rollout_core.warm import client, server
+
+    if args.status or args.stop:
+        reply = client.control("stop" if args.stop else "status")
+        print(server.describe(reply) if args.status or reply is None else f"server stopped (pid {reply['pid']})")
+        return 1 if args.status and reply is None else 0
+    if not 0 <= args.idle_minutes < float("inf"):
+        raise InputError(f"--idle-minutes must be 0 (never) or a positive number of minutes, not {args.idle_minutes:g}")
+    if args.detach:
+        argv = ["--idle-minutes", f"{args.idle_minutes:g}"] + (["--preload", *args.preload] if args.preload is not None
+                                                                 else [])
+        print(server.start_detached(argv))
+        return 0
+    server.serve(args.idle_minutes * 60, args.preload, lambda line: print(line, flush=True))
+    return 0
+
+
 def _cmd_evaluate(args: argparse.Namespace) -> int:
     try:
         from rollout_core.faithfulness import cli_evaluate
@@ -214,7 +251,7 @@ def _cmd_corpus(args: argparse.Namespace) -> int:
 
 
 _COMMANDS = {"text": _cmd_text, "image": _cmd_image, "models": _cmd_models, "setup": _cmd_setup,
-             "evaluate": _cmd_evaluate, "corpus": _cmd_corpus}
+             "serve": _cmd_serve, "evaluate": _cmd_evaluate, "corpus": _cmd_corpus}
 
 
 # ----------------------------------------------------------------------------------------------

@@ -73,9 +73,9 @@ def cli_env(**extra: str) -> dict[str, str]:
 
 def run_cli_cases(
     cases: Sequence[tuple[Sequence[str], str | bytes | None]], workdir: Path, *, warm: Sequence[Path] = (),
-    env: dict[str, str] | None = None, timeout: float = 240,
+    env: dict[str, str] | None = None, timeout: float = 240, cwd: Path = ROOT,
 ) -> list[CliResult]:
-    """Run each (argv, stdin text, bytes or None) as `python -m rollout_core *argv`; results in order.
+    """Run each (argv, stdin text, bytes or None) as `python -m rollout_core *argv` in `cwd`; results in order.
 
     `warm`: model folders loaded once in the parent (then forgotten) so that children start fast.
     """
@@ -92,7 +92,7 @@ def run_cli_cases(
     cases_file.write_text(json.dumps(specs))
     warm_file.write_text(json.dumps([str(w) for w in warm]))
     proc = subprocess.run([sys.executable, "-c", _DRIVER, str(cases_file), str(warm_file)], capture_output=True,
-                          text=True, env=env or cli_env(), cwd=ROOT, timeout=timeout)
+                          text=True, env=env or cli_env(), cwd=cwd, timeout=timeout)
     assert proc.returncode == 0, f"the driver itself failed: {proc.stderr[-3000:]}"
     done = json.loads(cases_file.read_text())
     return [CliResult(c["status"], Path(c["out"]).read_text(encoding="utf-8"),

@@ -5,6 +5,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ["ROLLOUT_SERVER"] = "off"  # a developer's running warm server never answers for the tests' commands
 
 from pathlib import Path  # noqa: E402
 from typing import Callable  # noqa: E402

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import threading
 import time
@@ -180,6 +181,19 @@ def test_lru_eviction(tiny_model_dir, tmp_path, monkeypatch):
     load_model(folders[1])  # loaded again
     assert [Path(c).name for c in calls] == ["m0", "m1", "m2", "m1"]
     assert len(loading._CACHE.keys()) == 2
+
+
+def test_a_folder_changed_on_disk_is_loaded_again(tiny_model_dir, tmp_path, monkeypatch):
+    folder = shutil.copytree(tiny_model_dir("vit"), tmp_path / "rebuilt")
+    calls = _counting_loader(monkeypatch)
+    loading.clear_cache()
+    first = load_model(folder)
+    assert load_model(folder) is first and len(calls) == 1
+    weights = folder / "model.safetensors"
+    os.utime(weights, ns=(weights.stat().st_atime_ns, weights.stat().st_mtime_ns + 10**9))  # replaced in place
+    second = load_model(folder)
+    assert second is not first and len(calls) == 2
+    assert load_model(folder) is second and loading.cached_names() == [str(folder.resolve())] * 2
 
 
 def test_concurrent_requests_load_once(tiny_model_dir, tmp_path, monkeypatch):

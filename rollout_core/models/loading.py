@@ -13,6 +13,7 @@ import dataclasses
 import os
 import threading
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -26,7 +27,7 @@ from rollout_core.models.handle import ModelHandle
 from rollout_core.settings_env import env_number
 
 __all__ = ["NO_NETWORK", "PICKLE_SUFFIXES", "PickleWeightsWarning", "TASKS", "allowed_roots", "cache_size",
-           "clear_cache", "infer_task", "load_model"]
+           "cached_names", "clear_cache", "infer_task", "load_model"]
 
 TASKS = tuple(families.TASK_MODALITY)
 DEFAULT_CACHE_SIZE = 3
@@ -61,11 +62,30 @@ def load_model(
     config_dict = check_folder(resolved.folder, allow_pickle=allow_pickle, trust_remote_code=trust_remote_code)
     if task is None and resolved.entry is not None and resolved.entry.embedded:
         task = resolved.entry.task
-    key = (str(resolved.folder), str(target), task, trust_remote_code)
+    key = (str(resolved.folder), str(target), task, trust_remote_code, _folder_stamp(resolved.folder))
     handle = _CACHE.get_or_load(
         key, lambda: load_folder(resolved.folder, config_dict, target, task, allow_pickle, trust_remote_code)
     )
     return handle if handle.name == name else dataclasses.replace(handle, name=name)
+
+
+def _folder_stamp(folder: Path) -> tuple:
+    """The folder's files (name, size, modification time): a model rebuilt or replaced in place is loaded again,
+    not served stale from the cache (a long-lived app or warm CLI server outlives the files it loaded)."""
+    try:
+        return tuple(sorted((e.name, *_size_and_time(e)) for e in os.scandir(folder) if e.is_file()))
+    except OSError:
+        return ()
+
+
+def _size_and_time(entry: os.DirEntry) -> tuple[int, int]:
+    info = entry.stat()
+    return info.st_size, info.st_mtime_ns
+
+
+def cached_names() -> list[str]:
+    """The folders of the loaded models, most recently used last."""
+    return [key[0] for key in _CACHE.keys()]
 
 
 def clear_cache() -> None:

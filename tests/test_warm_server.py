@@ -1,0 +1,165 @@
+"""The warm CLI server (`python -m rollout_core serve`): a command handed to it prints the same bytes and exits with
+the same status as the command run in its own process, the server really ran it (its count goes up), and whenever
+it must not serve (other settings, a folder others can open, a stale socket) the command still runs, locally."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cli_driver import ROOT, cli_env, run_cli_cases
+from rollout_core.warm import channel, client
+
+
+def _env(folder: Path, **extra: str) -> dict[str, str]:
+    return cli_env(ROLLOUT_SERVER_DIR=str(folder), ROLLOUT_SERVER="on", **extra)
+
+
+def _cli(argv: list[str], env: dict[str, str], *, stdin: bytes | None = None, cwd: Path = ROOT,
+         timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rollout_core", *argv], input=stdin, capture_output=True, env=env,
+                          cwd=cwd, timeout=timeout)
+
+
+def _status(env: dict[str, str]) -> dict | None:
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        return client.control("status")
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def _start(folder: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+    """`serve` in the foreground, returned once it says it is serving."""
+    proc = subprocess.Popen([sys.executable, "-m", "rollout_core", "serve", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env or _env(folder), cwd=ROOT)
+    line = proc.stdout.readline()
+    assert line.startswith("serving on "), (line, proc.stderr.read() if proc.poll() is not None else "")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory, tiny_model_dir):
+    folder = tmp_path_factory.mktemp("warm") / "srv"
+    folder.mkdir(mode=0o700)
+    proc = _start(folder, "--idle-minutes", "10", "--preload", str(tiny_model_dir("bert")))
+    yield folder
+    stop = _cli(["serve", "--stop"], _env(folder))
+    assert stop.returncode == 0 and b"server stopped" in stop.stdout, stop.stderr
+    assert proc.wait(timeout=30) == 0
+    assert not (folder / channel.SOCKET_NAME).exists()
+
+
+def test_served_commands_print_and_exit_as_local_ones(server, tiny_model_dir, tmp_path):
+    bert, vit = str(tiny_model_dir("bert")), str(tiny_model_dir("vit"))
+    pictures = tmp_path / "pictures"
+    pictures.mkdir()
+    Image.fromarray(np.random.default_rng(0).integers(0, 255, (40, 30, 3), dtype=np.uint8)).save(pictures / "p.png")
+    cases = [
+        (["text", "the cat sat on the mat", "--model", bert], None),
+        (["text", "--model", bert, "--json", "--method", "gradient", "--target", "POSITIVE", "-"], "from stdin"),
+        (["text", "x", "--model", str(tmp_path / "no-such-model")], None),
+        (["text", "x", "--method", "no-such-method"], None),
+        (["text", "--model", bert], None),
+        (["image", "p.png", "--model", vit, "--json"], None),
+        (["models", "--json"], None),
+    ]
+    local = run_cli_cases([(argv, stdin) for argv, stdin in cases], tmp_path / "local", warm=[Path(bert)],
+                          env=cli_env(ROLLOUT_SERVER="off"), cwd=pictures)
+    before = _status(_env(server))["commands_served"]
+    for (argv, stdin), expected in zip(cases, local):
+        given = stdin.encode() if isinstance(stdin, str) else stdin
+        served = _cli(argv, _env(server), stdin=given, cwd=pictures)  # p.png is the client's, not the server's
+        assert (served.returncode, served.stdout.decode(), served.stderr.decode()) \
+            == (expected.status, expected.stdout, expected.stderr), argv
+    # stdin's decoding is the client interpreter's own (the driver above forces strict UTF-8): compare with one
+    bad = b"caf\xe9 bytes that are not UTF-8"
+    alone = _cli(["text", "--model", bert, "-"], cli_env(ROLLOUT_SERVER="off"), stdin=bad)
+    served = _cli(["text", "--model", bert, "-"], _env(server), stdin=bad)
+    assert (served.returncode, served.stdout, served.stderr) == (alone.returncode, alone.stdout, alone.stderr)
+    assert _status(_env(server))["commands_served"] == before + len(cases) + 1
+    assert local[0].status == 0 and alone.returncode == 2 and b"Unicode" in alone.stderr  # the cases mean something
+    assert local[2].status == local[3].status == local[4].status == 2 and local[5].status == 0
+
+
+def test_other_settings_run_locally(server, tiny_model_dir):
+    bert = str(tiny_model_dir("bert"))
+    before = _status(_env(server))["commands_served"]
+    other = _cli(["text", "a dog", "--model", bert, "--json"], _env(server, ROLLOUT_MODEL_CACHE_SIZE="2"))
+    same = _cli(["text", "a dog", "--model", bert, "--json"], _env(server))
+    assert other.returncode == same.returncode == 0, other.stderr
+    assert json.loads(other.stdout)["scores"] == json.loads(same.stdout)["scores"]
+    assert _status(_env(server))["commands_served"] == before + 1  # only the second went to the server
+
+
+def test_second_server_is_refused_and_status_reports(server):
+    again = _cli(["serve", "--idle-minutes", "1"], _env(server))
+    assert again.returncode == 2 and again.stderr.decode().startswith("error: a server is already running")
+    status = _cli(["serve", "--status"], _env(server))
+    assert status.returncode == 0 and b"server running" in status.stdout and b"tiny-bert" in status.stdout
+
+
+def test_idle_server_exits_and_a_stale_socket_is_replaced(tmp_path):
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(str(folder / channel.SOCKET_NAME))  # a socket file nobody listens on, as a killed server leaves
+    stale.close()
+    assert _status(_env(folder)) is None
+    none = _cli(["serve", "--status"], _env(folder))
+    assert none.returncode == 1 and none.stdout.decode().strip() == "no server is running"
+    proc = _start(folder, "--idle-minutes", "0.02", "--preload")
+    assert proc.wait(timeout=60) == 0  # 1.2 s without a command
+    assert not (folder / channel.SOCKET_NAME).exists()
+
+
+def test_a_folder_others_can_open_is_never_used(tmp_path):
+    folder = tmp_path / "open"
+    folder.mkdir()
+    folder.chmod(0o755)
+    assert "mode 755" in channel.private_problem(folder)
+    link = tmp_path / "link"
+    link.symlink_to(folder)
+    assert "symbolic link" in channel.private_problem(link)
+    folder.chmod(0o700)
+    assert channel.private_problem(folder) is None and channel.private_problem(link) is not None
+    folder.chmod(0o755)
+    refused = _cli(["serve", "--idle-minutes", "1"], _env(folder))
+    assert refused.returncode == 2 and b"can be opened by other users" in refused.stderr
+    old = dict(os.environ)
+    os.environ.update(_env(folder))
+    try:
+        assert client.connect() is None and client.run_remote(["models"]) is None
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_stamps_follow_code_and_settings(tmp_path, monkeypatch):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "sub" / "a.py").write_text("x = 1\n")
+    monkeypatch.setattr(channel, "PACKAGE_DIR", package)
+    first = channel.code_stamp()
+    assert channel.code_stamp() == first
+    (package / "sub" / "a.py").write_text("x = 22\n")
+    assert channel.code_stamp() != first
+    (package / "__pycache__").mkdir()
+    second = channel.code_stamp()
+    (package / "__pycache__" / "a.pyc").write_bytes(b"compiled")
+    assert channel.code_stamp() == second  # byte-code caches are not code changes
+    monkeypatch.delenv("TRANSFORMERS_VERBOSITY", raising=False)
+    assert channel.env_stamp()["TRANSFORMERS_VERBOSITY"] == "error"  # the CLI's own default, as a server has it
+    monkeypatch.setenv("ROLLOUT_MAX_IMAGE_PIXELS", "1e6")
+    assert channel.env_stamp()["ROLLOUT_MAX_IMAGE_PIXELS"] == "1e6"
+    monkeypatch.setenv("UNRELATED_VARIABLE", "1")
+    assert "UNRELATED_VARIABLE" not in channel.env_stamp()
