@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -119,6 +120,16 @@ def test_idle_server_exits_and_a_stale_socket_is_replaced(tmp_path):
     assert none.returncode == 1 and none.stdout.decode().strip() == "no server is running"
     proc = _start(folder, "--idle-minutes", "0.02", "--preload")
     assert proc.wait(timeout=60) == 0  # 1.2 s without a command
+    assert not (folder / channel.SOCKET_NAME).exists()
+
+
+def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path):
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    proc = _start(folder, "--idle-minutes", "10", "--preload")
+    assert (folder / channel.SOCKET_NAME).exists() and _status(_env(folder))["pid"] == proc.pid
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0 and "Traceback" not in proc.stderr.read()
     assert not (folder / channel.SOCKET_NAME).exists()
 
 

@@ -78,6 +78,14 @@ class _ClientStdin(io.TextIOBase):
         return self._stream().readline(size)
 
 
+class _Terminated(BaseException):
+    """SIGTERM: ends the server even in the middle of a command (a command's own SystemExit does not)."""
+
+
+def _terminate(*_: Any) -> None:
+    raise _Terminated
+
+
 def _peer_uid(conn: socket.socket) -> int | None:
     """The connecting process's uid (Linux SO_PEERCRED); None where the platform does not say."""
     option = getattr(socket, "SO_PEERCRED", None)
@@ -222,11 +230,11 @@ def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[s
         os.chmod(path, 0o600)
         listener.listen(16)
         server = _Server(listener, path, idle_seconds, env)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGTERM, _terminate)
         ready(f"serving on {path} (pid {os.getpid()}); "
               + (f"exits after {idle_seconds / 60:g} idle minutes" if idle_seconds else "runs until stopped"))
         server.loop()
-    except KeyboardInterrupt:
+    except (KeyboardInterrupt, _Terminated):
         pass
     finally:
         listener.close()
