@@ -83,6 +83,24 @@ def test_sampled_values_sum_to_the_whole_effect_and_come_in_antithetic_pairs(tin
     assert (scores[~removable] == 0).all()
 
 
+def test_each_distinct_coalition_runs_once_with_the_same_values(tiny_handle):
+    handle = tiny_handle("bert")
+    inputs, removable, run = _sample(handle, "the plot was dull and the acting was worse")
+    seen: list[int] = []
+
+    def counted(kw):
+        seen.append(len(kw["input_ids"]))
+        return run(kw)
+
+    scores = knockout_shapley(counted, inputs, removable, 1, torch.float32, count=6)
+    m = int(removable.sum())
+    assert sum(seen) == 6 * (m - 1) + 2  # 6 orders share the specials-only and the all-readable coalitions
+    orders = random_orders(removable, 6)
+    every = coalition_values(run, inputs, order_coalitions(removable, orders), 1, torch.float32)
+    np.testing.assert_allclose(scores.numpy(), shapley_from_orders(every, orders, len(removable)).numpy(),
+                               rtol=1e-4, atol=1e-6)
+
+
 def test_explains_through_the_registry_and_a_batch_equals_single_texts(tiny_handle):
     handle = tiny_handle("bert")
     texts = ["the movie was very good and fun", "bad plot"]

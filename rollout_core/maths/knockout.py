@@ -92,6 +92,7 @@ def knockout_shapley(run: Callable[[dict[str, torch.Tensor]], Any], inputs: dict
                      removable: torch.Tensor, target: int, dtype: torch.dtype, count: int = ORDERS) -> torch.Tensor:
     """(n,) the sampled Shapley value of each removable position of one sample (0 elsewhere)."""
     orders = random_orders(removable.cpu(), count)
-    coalitions = order_coalitions(removable.cpu(), orders).to(removable.device)
-    values = coalition_values(run, inputs, coalitions, target, dtype)
-    return shapley_from_orders(values, orders, removable.shape[0])
+    # every order starts at the specials alone and ends with all readable: run each distinct coalition once
+    distinct, where = torch.unique(order_coalitions(removable.cpu(), orders), dim=0, return_inverse=True)
+    values = coalition_values(run, inputs, distinct.to(removable.device), target, dtype)
+    return shapley_from_orders(values.cpu()[where], orders, removable.shape[0])
