@@ -100,6 +100,10 @@ def test_other_settings_run_locally(server, tiny_model_dir):
     assert other.returncode == same.returncode == 0, other.stderr
     assert json.loads(other.stdout)["scores"] == json.loads(same.stdout)["scores"]
     assert _status(_env(server))["commands_served"] == before + 1  # only the second went to the server
+    told = _cli(["serve", "--status"], _env(server, ROLLOUT_MODEL_CACHE_SIZE="2"))
+    assert told.returncode == 0 and b"would not take commands from here (other settings: ROLLOUT_MODEL_CACHE_SIZE)" \
+        in told.stdout, told.stdout
+    assert b"would not take" not in _cli(["serve", "--status"], _env(server)).stdout
 
 
 def test_second_server_is_refused_and_status_reports(server):

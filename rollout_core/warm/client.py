@@ -41,11 +41,15 @@ def control(op: str) -> dict[str, Any] | None:
         return None
     with sock:
         try:
-            channel.send_json(sock, channel.CONTROL, {"op": op})
+            channel.send_json(sock, channel.CONTROL, {"op": op, **_stamps()})
             kind, reply = channel.receive_json(sock)
         except (OSError, channel.ChannelError):
             return None
     return reply if kind == channel.REPLY else None
+
+
+def _stamps() -> dict[str, Any]:
+    return {"cwd": os.getcwd(), "code": channel.code_stamp(), "env": channel.env_stamp()}
 
 
 def _streams() -> dict[str, dict[str, str]]:
@@ -62,8 +66,7 @@ def run_remote(argv: Sequence[str]) -> int | None:
     if sock is None:
         return None
     with sock:
-        hello = {"argv": list(argv), "cwd": os.getcwd(), "code": channel.code_stamp(), "env": channel.env_stamp(),
-                 "streams": _streams()}
+        hello = {"argv": list(argv), **_stamps(), "streams": _streams()}
         try:
             channel.send_json(sock, channel.HELLO, hello)
             kind, _ = channel.receive(sock)

@@ -185,7 +185,8 @@ class _Server:
         channel.send_json(conn, channel.REPLY, {
             "pid": os.getpid(), "socket": str(self.path), "uptime_seconds": round(time.time() - self.started, 1),
             "commands_served": self.served, "models_loaded": cached_names(),
-            "idle_exit_seconds": self.idle_seconds, "stopping": self.stopping})
+            "idle_exit_seconds": self.idle_seconds, "stopping": self.stopping,
+            "declines_you": self._refusal({**request, "argv": ["models"]}) if isinstance(request, dict) else None})
 
 
 def _log(message: str) -> None:
@@ -271,7 +272,9 @@ def describe(reply: dict[str, Any] | None) -> str:
         return "no server is running"
     models = ", ".join(reply["models_loaded"]) or "none"
     idle = reply["idle_exit_seconds"]
+    declines = reply.get("declines_you")
     return (f"server running (pid {reply['pid']}, up {reply['uptime_seconds']:g} s, {reply['commands_served']} "
             f"commands served, models loaded: {models}; "
-            + (f"exits after {idle / 60:g} idle minutes)" if idle else "runs until stopped)"))
+            + (f"exits after {idle / 60:g} idle minutes)" if idle else "runs until stopped)")
+            + (f"; it would not take commands from here ({declines}): restart it from here" if declines else ""))
 
