@@ -330,6 +330,28 @@ def test_cli_writes_csv_and_markdown_and_reports_errors(tiny, tmp_path, capsys):
     assert len(err) == 2 and all(line.startswith("error: ") for line in err)
 
 
+def test_data_seed_draws_other_generated_examples(tiny, tmp_path, capsys):
+    from rollout_core.faithfulness.cli_evaluate import main
+    from rollout_core.faithfulness.datasets import dataset_items
+
+    handle = tiny["bert"]
+    first, again, other = (dataset_items(handle, "text", 6, seed) for seed in (0, 0, 7))
+    assert [i.input for i in first] == [i.input for i in again] == [i.input for i in dataset_items(handle, "text", 6)]
+    assert not {i.input for i in first} & {i.input for i in other}
+    assert all(i.evidence for i in other) and sorted(i.label for i in other) == sorted(i.label for i in first)
+    out = tmp_path / "out"
+    assert main(["--model", tiny["bert"].source, "--methods", "rollout", "--limit", "2", "--data-seed", "7",
+                 "--out", str(out)]) == 0
+    assert "--data-seed 7" in (out / "text.md").read_text()
+    capsys.readouterr()
+    csv = tmp_path / "d.csv"
+    pd.DataFrame({"text": ["fine"], "label": ["POSITIVE"]}).to_csv(csv)
+    assert main(["--model", tiny["bert"].source, "--dataset", str(csv), "--data-seed", "3"]) == 2
+    assert main(["--model", tiny["bert"].source, "--data-seed", "-1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and "fixed data set" in err[0] and "--data-seed" in err[1]
+
+
 def test_cli_without_dataset_uses_the_models_generated_set_and_prints_table_and_folder(tiny, tmp_path, capsys):
     from rollout_core.faithfulness.cli_evaluate import main
 

@@ -50,6 +50,9 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS,
                         help=f"random orderings per example for the baseline (default {RANDOM_SEEDS}: the random row "
                              "is the mean over the examples' own orderings; more make a small set's chance line steadier)")
+    parser.add_argument("--data-seed", type=int, default=0,
+                        help="generated sets: which draw (default 0, the recorded tables'); every seed gives "
+                             "examples the model never trained on, to check that a figure holds on fresh data")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT}/)")
     parser.add_argument("--references", nargs="+", default=None, choices=list(AGREEMENT), metavar="REF",
                         help="attention-free references for the agreement columns: gxi (gradient x input, "
@@ -89,6 +92,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
 
     if args.seeds < 1:
         raise _UsageError("--seeds must be at least 1")
+    if args.data_seed < 0:
+        raise _UsageError("--data-seed must be 0 or more")
     if args.no_agreement and args.references:
         raise _UsageError("--references and --no-agreement exclude each other")
     if args.dataset is None:
@@ -108,8 +113,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         result = evaluate_dataset(args.model, dataset, args.methods, limit=args.limit, progress=progress,
                                   seeds=args.seeds, agreement=not args.no_agreement, references=args.references,
-                                  engine=args.engine,
-                                  workers=args.workers)
+                                  engine=args.engine, workers=args.workers, data_seed=args.data_seed)
     finally:
         for bar in bars:
             bar.close()

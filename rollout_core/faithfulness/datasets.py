@@ -81,18 +81,22 @@ def parse_label(value: Any, labels: list[str], where: str) -> str:
     raise InputError(f"{where}: label {value!r} is not one of the model's labels ({', '.join(labels)}) or an index")
 
 
-def dataset_items(handle: ModelHandle, dataset: Any, limit: int | None) -> list[Item]:
-    """The examples of `dataset` (at most `limit`), labels checked against the model's."""
+def dataset_items(handle: ModelHandle, dataset: Any, limit: int | None, data_seed: int = 0) -> list[Item]:
+    """The examples of `dataset` (at most `limit`), labels checked against the model's. `data_seed`: which draw of
+    a generated set (0: the recorded tables'; every seed's test split is unseen in training)."""
     labels = handle.labels or []
+    if data_seed and dataset not in ("text", "image"):
+        raise InputError("a data seed picks a draw of the generated sets ('text', 'image'); "
+                         f"{dataset!s} is a fixed data set")
     if dataset == "text":
         from rollout_core.data import sentiment
 
-        found = sentiment.generate(limit or GENERATED_SIZE, split="test")
+        found = sentiment.generate(limit or GENERATED_SIZE, seed=data_seed, split="test")
         items = [Item(e.text, parse_label(e.label, labels, "generated text"), evidence=list(e.evidence)) for e in found]
     elif dataset == "image":
         from rollout_core.data import shapes
 
-        found = shapes.generate(limit or GENERATED_SIZE, split="test")
+        found = shapes.generate(limit or GENERATED_SIZE, seed=data_seed, split="test")
         items = [Item(e.image, parse_label(e.label, labels, "generated shapes"), mask=e.mask) for e in found]
     else:
         items = list(_user_items(handle, Path(dataset), labels))

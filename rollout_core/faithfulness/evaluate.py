@@ -145,6 +145,7 @@ def evaluate_dataset(
     workers: int = 2,
     batch_size: int = MAX_BATCH,
     collect: list[dict[str, Any]] | None = None,
+    data_seed: int = 0,
     **options: Any,
 ) -> DatasetEvaluation:
     """Measures over a data set: "text" / "image" (the generated test sets, with ground truth), a CSV
@@ -154,14 +155,17 @@ def evaluate_dataset(
     `engine="local"`: the examples spread over `workers` threads of one torch thread each (whole examples per
     core; 1: this thread with torch's own thread count); `engine="ray"`: over `workers` Ray actors (each loads
     the model once); same rows. `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
-    example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them)."""
+    example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them).
+    `data_seed`: another draw of a generated set (0: the one the recorded tables use)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
     methods = check_methods(methods, handle.modality)
     references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")
-    items = dataset_items(handle, dataset, limit)
+    if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
+        raise InputError(f"data_seed must be a whole number >= 0, not {data_seed!r}")
+    items = dataset_items(handle, dataset, limit, data_seed)
     if engine == "ray":
         from rollout_core.faithfulness.ray_evaluate import evaluate_on_ray
 
