@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -104,6 +105,30 @@ def test_other_settings_run_locally(server, tiny_model_dir):
     assert told.returncode == 0 and b"would not take commands from here (other settings: ROLLOUT_MODEL_CACHE_SIZE)" \
         in told.stdout, told.stdout
     assert b"would not take" not in _cli(["serve", "--status"], _env(server)).stdout
+
+
+def test_a_client_that_goes_away_stops_its_command(server, tiny_model_dir):
+    long_text = " ".join(["the cat sat on the mat"] * 42)  # 254 tokens: the whole flow matrix takes minutes
+    old = dict(os.environ)
+    os.environ.update(_env(server))
+    try:
+        before = client.control("status")["commands_served"]
+        hello = {"argv": ["text", long_text, "--model", str(tiny_model_dir("bert-long")), "--method", "flow",
+                          "--full-matrix"], **client._stamps(), "streams": client._streams()}
+        gone = client.connect()
+        channel.send_json(gone, channel.HELLO, hello)
+        assert channel.receive(gone)[0] == channel.ACCEPT
+        time.sleep(2.0)  # the model is loaded and the flow is solving
+        gone.close()  # as a client stopped with Ctrl-C
+        closed = time.monotonic()
+        reply = None
+        while reply is None and time.monotonic() - closed < 120:
+            reply = client.control("status")  # answered once the server is free
+        assert reply is not None and time.monotonic() - closed < 10
+        assert reply["commands_served"] == before  # stopped, not finished
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
 
 
 def test_second_server_is_refused_and_status_reports(server):

@@ -95,6 +95,16 @@ def _peer_uid(conn: socket.socket) -> int | None:
     return uid
 
 
+def _gone(conn: socket.socket) -> bool:
+    """Whether the client has closed its end (the stream's end is next; a frame it sent would be data)."""
+    try:
+        return conn.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
 def _exit_status(stop: SystemExit) -> int:
     if stop.code is None or isinstance(stop.code, int):
         return stop.code or 0
@@ -160,6 +170,7 @@ class _Server:
 
     def _run(self, conn: socket.socket, hello: dict[str, Any]) -> int:
         from rollout_core import cli
+        from rollout_core.budget import cancellable
 
         streams = hello["streams"]
         saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd()
@@ -169,7 +180,8 @@ class _Server:
             sys.stdout = _FrameWriter(conn, channel.STDOUT, **streams["stdout"])
             sys.stderr = _FrameWriter(conn, channel.STDERR, **streams["stderr"])
             try:
-                return int(cli.main(list(hello["argv"])) or 0)
+                with cancellable(lambda: _gone(conn)):  # a client stopped with Ctrl-C frees the server at once
+                    return int(cli.main(list(hello["argv"])) or 0)
             except SystemExit as stop:
                 return _exit_status(stop)
         finally:
