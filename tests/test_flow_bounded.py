@@ -110,6 +110,26 @@ def test_explain_flow_holds_the_explained_row_unless_the_full_matrix_is_asked(ti
     assert np.allclose(full.matrix[0], row.scores, atol=1e-6)  # BERT explains the [CLS] row
     assert np.allclose(full.matrix.sum(-1), 1.0, atol=1e-6) and layers >= 1
     image = explain_image(tiny_handle("vit"), np.zeros((32, 32, 3), dtype=np.uint8) + 100, method="flow")
-    bound = image.settings["flow_error_bound"]
-    assert image.settings["flow_approximate"] and 0.0 <= bound
-    assert f"approximate (error <= {bound:.1e}" in describe(image.settings)
+    assert image.settings["flow_approximate"] and image.settings["flow_error_bound"] == 0.0  # 2 layers: none pruned
+    assert "attention flow: exact here (each row pruned to 80% of its mass; the error bound is 0)" \
+        in describe(image.settings)
+
+
+def test_the_bound_is_also_given_as_a_share_of_the_maps_largest_value(tiny_handle, monkeypatch):
+    from rollout_core.explain import explain_image
+    from rollout_core.maths import flow_bounded
+    from rollout_core.methods.flow import describe
+
+    real, largest = flow_bounded.bounded_attention_flow, []
+
+    def with_bound(*args, **kwargs):  # the real rows, with a bound of 1e-3 as a deeper model's pruning would give
+        result = real(*args, **kwargs)
+        largest.append(float(result.values[:, 0].amax(-1).min()))
+        return flow_bounded.FlowResult(result.values, 1e-3)
+
+    monkeypatch.setattr(flow_bounded, "bounded_attention_flow", with_bound)
+    image = explain_image(tiny_handle("vit"), np.zeros((32, 32, 3), dtype=np.uint8) + 100, method="flow")
+    share = image.settings["flow_error_share"]
+    assert len(largest) == tiny_handle("vit").num_layers and share == pytest.approx(max(1e-3 / m for m in largest))
+    assert f"attention flow: approximate (error <= 1.0e-03, {share:.1%} of the map's largest value; each row " \
+           "pruned to 80% of its mass)" in describe(image.settings)

@@ -396,4 +396,5 @@ def test_flow_pages_say_which_rows_they_hold_and_whether_approximate(tiny_model_
     image = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")), method="flow")
     assert_clean(image)
     shown = " ".join(c.value for c in image.caption).replace("\\", "")
-    assert "attention flow: approximate (error <=" in shown and "full matrix" not in shown
+    assert "attention flow: exact here (each row pruned to 80% of its mass; the error bound is 0)" in shown
+    assert "full matrix" not in shown

@@ -30,7 +30,7 @@ def compute(method_input: MethodInput) -> MethodOutput:
                                   attention_mask=method_input.mask, start_layer=opts.start_layer)
     single = bool(((weights > 0).sum(-1) == 1).all())
     outputs = torch.nonzero(weights.sum(0)).flatten().tolist()
-    rows, bound = [], 0.0
+    rows, bound, relative = [], 0.0, 0.0
     for top in range(opts.start_layer + 1, opts.end_layer + 1):
         target: dict[str, Any] = dict(output_tokens=outputs) if single else dict(weights=weights)
         if approximate:
@@ -41,6 +41,8 @@ def compute(method_input: MethodInput) -> MethodOutput:
         else:
             flow = pooled_attention_flow(atts, weights, end_layer=top, **common).double()[:, None]
         rows.append(_explained(flow, weights, outputs if single else None))
+        if approximate:  # the map is drawn on a scale up to its largest value: the bound as a share of that
+            relative = max(relative, result.error_bound / max(float(rows[-1].amax(-1).min()), 1e-300))
     matrix = attention_flow(atts, end_layer=opts.end_layer, **common).double() if full else None
     n = int((weights.shape[-1] if method_input.mask is None else method_input.mask.sum(-1).max()))
     extras = {
@@ -48,6 +50,7 @@ def compute(method_input: MethodInput) -> MethodOutput:
         "flow_full_matrix_cost": flow_cost_estimate(n, opts.layers, n) if method_input.full_matrix else None,
         "flow_approximate": approximate,
         "flow_error_bound": bound if approximate else 0.0,
+        "flow_error_share": relative,
         "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
     }
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
@@ -80,8 +83,13 @@ def describe(settings: dict[str, Any]) -> str:
     if settings.get("method") != "flow" or "flow_rows" not in settings:
         return ""
     cost = settings.get("flow_full_matrix_cost") or {}
-    kind = (f"approximate (error <= {settings['flow_error_bound']:.1e}, each row pruned to "
-            f"{1 - settings['flow_pruned_mass']:.0%} of its mass)" if settings.get("flow_approximate") else "exact")
+    kind = "exact"
+    if settings.get("flow_approximate"):
+        pruned = f"each row pruned to {1 - settings['flow_pruned_mass']:.0%} of its mass"
+        bound = settings["flow_error_bound"]
+        kind = (f"exact here ({pruned}; the error bound is 0)" if bound == 0 else
+                f"approximate (error <= {bound:.1e}, {settings.get('flow_error_share', 0.0):.1%} of the map's "
+                f"largest value; {pruned})")
     line = f"attention flow: {kind}; {settings['flow_rows']}"
     if settings["flow_rows"] == "explained row only" and cost:
         line += (f" (the full matrix would take {cost['max_flows']:.0f} max-flow problems, "
