@@ -205,16 +205,21 @@ def _log(message: str) -> None:
     print(f"{time.strftime('%H:%M:%S')} {message}", file=sys.stderr, flush=True)
 
 
-def _socket_path() -> Path:
+def _free_socket_path() -> Path:
+    """Where a new server's socket goes; `RolloutError` when its folder is not private or a server answers there."""
     folder = channel.server_dir()
     problem = channel.make_private_dir(folder)
     if problem is not None:
         raise RolloutError(f"cannot start the server: {problem} (ROLLOUT_SERVER_DIR names another folder)")
+    running = client.control("status")
+    if running is not None:
+        raise RolloutError(f"a server is already running (pid {running['pid']}); stop it with "
+                           "`python -m rollout_core serve --stop`")
     return folder / channel.SOCKET_NAME
 
 
-def _running_message(reply: dict[str, Any]) -> str:
-    return f"a server is already running (pid {reply['pid']}); stop it with `python -m rollout_core serve --stop`"
+def _lifetime(idle_seconds: float) -> str:
+    return f"exits after {idle_seconds / 60:g} idle minutes" if idle_seconds else "runs until stopped"
 
 
 def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[str], None]) -> None:
@@ -223,10 +228,7 @@ def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[s
     if not hasattr(socket, "AF_UNIX"):
         raise RolloutError("the warm server needs Unix domain sockets, which this platform lacks")
     env = channel.env_stamp()  # before torch's import sets variables of its own (TORCHINDUCTOR_CACHE_DIR)
-    path = _socket_path()
-    running = client.control("status")
-    if running is not None:
-        raise RolloutError(_running_message(running))
+    path = _free_socket_path()
     import rollout_core.cli  # noqa: F401  (the heavy imports happen here, before the first command)
     import rollout_core.explain  # noqa: F401
     from rollout_core.models.loading import load_model
@@ -244,8 +246,7 @@ def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[s
         listener.listen(16)
         server = _Server(listener, path, idle_seconds, env)
         signal.signal(signal.SIGTERM, _terminate)
-        ready(f"serving on {path} (pid {os.getpid()}); "
-              + (f"exits after {idle_seconds / 60:g} idle minutes" if idle_seconds else "runs until stopped"))
+        ready(f"serving on {path} (pid {os.getpid()}); {_lifetime(idle_seconds)}")
         server.loop()
     except (KeyboardInterrupt, _Terminated):
         pass
@@ -256,11 +257,7 @@ def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[s
 
 def start_detached(argv: list[str], wait_seconds: float = 600.0) -> str:
     """Start `python -m rollout_core serve <argv>` in its own session and wait until it answers; its ready line."""
-    path = _socket_path()
-    running = client.control("status")
-    if running is not None:
-        raise RolloutError(_running_message(running))
-    log = path.parent / channel.LOG_NAME
+    log = _free_socket_path().parent / channel.LOG_NAME
     with open(log, "w") as out:
         os.chmod(log, 0o600)
         proc = subprocess.Popen([sys.executable, "-m", "rollout_core", "serve", *argv], stdin=subprocess.DEVNULL,
@@ -283,10 +280,8 @@ def describe(reply: dict[str, Any] | None) -> str:
     if reply is None:
         return "no server is running"
     models = ", ".join(reply["models_loaded"]) or "none"
-    idle = reply["idle_exit_seconds"]
     declines = reply.get("declines_you")
     return (f"server running (pid {reply['pid']}, up {reply['uptime_seconds']:g} s, {reply['commands_served']} "
-            f"commands served, models loaded: {models}; "
-            + (f"exits after {idle / 60:g} idle minutes)" if idle else "runs until stopped)")
+            f"commands served, models loaded: {models}; {_lifetime(reply['idle_exit_seconds'])})"
             + (f"; it would not take commands from here ({declines}): restart it from here" if declines else ""))
 
