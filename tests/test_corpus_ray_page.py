@@ -24,7 +24,7 @@ def _corpus(n: int) -> pd.DataFrame:
 
 
 def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
-    corpus = _corpus(60)
+    corpus = _corpus(400)  # enough rows that the run cannot finish between two looks at its folder
     source = tmp_path / "in.csv"
     corpus.to_csv(source, index=False)
     out = tmp_path / "out"
@@ -34,7 +34,7 @@ def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
     while not list(out.glob("chunk-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.2)
+        time.sleep(0.01)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert len(read_results(out)) < len(corpus)  # it really was killed mid-run
