@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 
 from rollout_core.errors import InputError
+from rollout_core.extras import require
 
 
 class _Explainer:
@@ -33,10 +34,7 @@ class _Explainer:
 def run_ray(model_name: str, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
             batch_size: int = 16, workers: int = 2, top_k: int = 5, address: str | None = None) -> Path:
     """Explain `corpus` on Ray with `workers` actors; writes Parquet files into `out_dir`."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError('the ray engine needs Ray: pip install "ray[data]"') from None
+    ray = require("ray", "ray")
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)
     out = Path(out_dir)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 from rollout_core.errors import InputError
+from rollout_core.extras import require
 
 
 class _Evaluator:
@@ -36,10 +37,7 @@ def evaluate_on_ray(model_name: str | Any, items: Sequence[Any], methods: list[s
                     options: dict[str, Any], references: tuple[str, ...], *, workers: int = 2,
                     progress: Any = None) -> list[dict[str, Any]]:
     """Every example's rows, computed by `workers` actors (round-robin), in example order."""
-    try:
-        import ray
-    except ImportError:
-        raise InputError('the ray engine needs Ray: pip install "ray[data]"') from None
+    ray = require("ray", "ray")
     if workers < 1:
         raise InputError("workers must be >= 1")
     if not ray.is_initialized():
