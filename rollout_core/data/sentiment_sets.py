@@ -3,6 +3,8 @@
 natural_sentences.csv and natural_sentences_blind.csv: one sentence each, with the deciding words;
 mixed_reviews.csv: 30 multi-sentence reviews (mixed ones, "my only complaint ...", neutral statements
 labelled by their lean), written before the generator learned longer reviews, with labels only.
+reviews_blind.csv: 64 everyday reviews (issue 27: concessions, contrast across sentences, sarcasm, implied
+outcomes; 32 per label), written and committed before any model of that issue was trained; never used to tune.
 """
 from __future__ import annotations
 
@@ -20,6 +22,7 @@ NATURAL_CSV = Path(__file__).resolve().parent / "natural_sentences.csv"
 NATURAL_BLIND_CSV = NATURAL_CSV.with_name("natural_sentences_blind.csv")
 NATURAL_SETS = {"natural": NATURAL_CSV, "natural_blind": NATURAL_BLIND_CSV}
 MIXED_REVIEWS_CSV = NATURAL_CSV.with_name("mixed_reviews.csv")
+REVIEWS_BLIND_CSV = NATURAL_CSV.with_name("reviews_blind.csv")
 
 
 @dataclass(frozen=True)
@@ -60,5 +63,6 @@ def natural(path: Path = NATURAL_CSV) -> list[TextExample]:
 
 
 def mixed_reviews(path: Path = MIXED_REVIEWS_CSV) -> list[TextExample]:
-    """The 30 hand-written multi-sentence reviews (columns text, label; no evidence)."""
+    """Hand-written reviews with labels only (columns text, label; no evidence): the 30 mixed reviews by default,
+    or another such file (REVIEWS_BLIND_CSV)."""
     return [TextExample(row["text"], row["label"], []) for row in _rows(path)]
