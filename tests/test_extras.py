@@ -88,11 +88,14 @@ def test_ray_engines_without_ray(monkeypatch):
     import pandas as pd
 
     from rollout_core.corpus.ray_engine import run_ray
-    from rollout_core.faithfulness.ray_evaluate import evaluate_on_ray
+    from rollout_core.serving.workers import map_items
+
+    def on_ray():
+        with map_items(lambda: len, ["a"], engine="ray") as results:
+            list(results)
 
     _missing(monkeypatch, "ray")
-    for call in (lambda: run_ray("default-text", pd.DataFrame({"text": ["a"]}), "out"),
-                 lambda: evaluate_on_ray("default-text", [], ["rollout"], 1, {}, ())):
+    for call in (lambda: run_ray("default-text", pd.DataFrame({"text": ["a"]}), "out"), on_ray):
         with pytest.raises(MissingExtraError) as caught:
             call()
         _says_install(caught.value, "ray", "ray")

@@ -1,6 +1,6 @@
 """Ray engine: ray.data rows -> map_batches on an actor pool (model loaded once per actor) -> Parquet.
 
-Gives the same rows as `engine.run_local` (same `explain_rows`). Ray is optional: `pip install "ray[data]"`.
+Gives the same rows as `engine.run_local` (same `explain_rows`). Ray is optional: `pip install "rollout-dashboard[ray]"`.
 Point it at a cluster with RAY_ADDRESS (ray.init picks it up) or pass `address=`.
 """
 from __future__ import annotations
