@@ -73,15 +73,21 @@ def test_setup_without_its_packages(monkeypatch):
     with pytest.raises(MissingExtraError) as caught:
         example_images()
     _says_install(caught.value, "setup", "scikit-image")
+    from rollout_core.errors import ModelLoadError
+    from rollout_core.models.folders import resolve
+
+    with pytest.raises(ModelLoadError) as caught:  # the sentence encoder is read from that package's folder
+        resolve("minilm", allow_pickle=False)
+    assert str(caught.value).endswith(install_command("setup"))
 
 
-def test_reference_attributions_without_captum(monkeypatch):
-    from rollout_core.faithfulness import attribution
+def test_dashboard_launcher_without_streamlit(monkeypatch, capsys):
+    from rollout_dashboard import launch
 
-    _missing(monkeypatch, "captum")
-    with pytest.raises(MissingExtraError) as caught:
-        attribution.input_x_gradient(None, 0)  # refused before the input is touched
-    _says_install(caught.value, "evaluate", "captum")
+    _missing(monkeypatch, "streamlit")
+    assert launch.main([]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: ") and err.strip().endswith(install_command("app"))
 
 
 def test_ray_engine_without_ray(monkeypatch):
@@ -128,6 +134,6 @@ def test_every_extra_named_in_the_code_holds_the_package_it_names():
     extras = {name: {canonicalize_name(Requirement(r).name) for r in reqs}
               for name, reqs in PYPROJECT["project"]["optional-dependencies"].items()}
     named = _named_in_code()
-    assert {extra for _, extra in named} >= {"setup", "corpus", "evaluate", "export", "ray"}
+    assert {extra for _, extra in named} >= {"setup", "corpus", "export", "ray"}
     for package, extra in named:
         assert extra in EXTRAS and canonicalize_name(package) in extras[extra], (package, extra)
