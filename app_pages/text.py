@@ -90,16 +90,10 @@ def show(exp: Explanation | None) -> None:
     through the cache instead (`request`, `fetch`)."""
     if exp is None:
         return
-    if exp.truncation:
-        cut = exp.truncation
-        st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
-                   f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
-                   f"The explained text ends with: “…{safe_text(exp.text[-40:])}”")
     param("hide_special", True)
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
-        views.unknown_warning(exp, handle.processor)
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
         if describe(exp.settings):

@@ -275,10 +275,7 @@ def _header(e: Any) -> list[str]:
         lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:
         lines.append("prediction: " + ", ".join(f"{p.label!r} {p.probability:.3f}" for p in e.prediction))
-    if e.truncation:
-        t = e.truncation
-        lines.append(f"note: the text was cut to the model's limit: {t['kept_chars']} of {t['total_chars']} "
-                     f"characters ({t['kept_tokens']} tokens) were explained")
+    lines += [f"note: {note}" for note in e.warnings]
     return lines
 
 
