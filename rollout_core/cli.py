@@ -267,10 +267,9 @@ def _header(e: Any) -> list[str]:
     default = e.settings.get("method_default")
     method = e.method + (f" ({default})" if default else "")
     lines = [f"model: {e.model_name}   method: {method}   explained: {e.target_description}"]
-    from rollout_core.methods.flow import describe
-
-    if describe(e.settings):
-        lines.append(describe(e.settings))
+    facts = methods.describe(e.method, e.settings)
+    if facts:
+        lines.append(facts)
     if e.extras.get("generated_text") is not None:
         lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:
