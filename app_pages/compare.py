@@ -9,7 +9,7 @@ from app_pages._lib import core, views
 from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
-from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.sidebar import loaded, method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare
 from rollout_core.explanation import Explanation
@@ -29,7 +29,8 @@ mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_
 with st.sidebar:
     st.header("Left (A)")
     name_a, pickle_a = model_picker(modality, key="model")
-    method_a, target_a = method_settings(model=name_a)  # starts on the model's measured default
+    method_a, target_a = method_settings(model=name_a, modality=modality,  # starts on its measured default
+                                         handle=loaded(name_a, pickle_a))
     st.header("Right (B)")
     if mode == "models":
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
@@ -39,7 +40,8 @@ with st.sidebar:
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
             # B starts on another method: plain rollout against the measured default (raw attention if that is it)
             st.session_state["b_method"] = "rollout" if measured.default_method(name_a) != "rollout" else "attention"
-        method_b, target_b = method_settings(key="b_", model=name_b)
+        method_b, target_b = method_settings(key="b_", model=name_b, modality=modality,
+                                             handle=loaded(name_b, pickle_b))
 
 if modality == "text":
     source = text_input()
@@ -69,10 +71,10 @@ def layer_view(fetch_a: functools.partial, fetch_b: functools.partial) -> None:
     a, b = (core.run(f"explaining side {side}", fetch) for side, fetch in zip("AB", (fetch_a, fetch_b)))
     if a is None or b is None:
         return
-    layers = min(a.num_layers, b.num_layers)
     if a.num_layers != b.num_layers:
-        st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
-                   "(each side shows its own layer of that number).")
+        st.caption(f"A's map covers {a.num_layers} layers and B's {b.num_layers}: each position of the slider shows "
+                   "each side at the same fraction of its own layers (the titles say which layer), and the last "
+                   "position compares both final maps.")
     param("sides", "shared", tuple(SIDES))
     left, right = st.columns(2)
     sides = left.radio("Colour scale", list(SIDES), key="sides", horizontal=True, format_func=SIDES.__getitem__,
@@ -81,8 +83,7 @@ def layer_view(fetch_a: functools.partial, fetch_b: functools.partial) -> None:
     with right:
         shared = shared_scale_toggle()
     controls = {OVERLAY_OPACITY: DEFAULT_OPACITY} if a.kind == "image" else None
-    layer_explorer(comparison_payload(a, b, sides, shared), layers, controls=controls,
-                   methods=(a.method, b.method))
+    layer_explorer(comparison_payload(a, b, sides, shared), (a, b), controls=controls)
     sync_url()
 
 
