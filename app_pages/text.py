@@ -13,6 +13,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures, methods
+from rollout_core.figures._common import layer_words
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.explanation import Explanation
 
@@ -51,8 +52,7 @@ def layer_view(request: tuple, specials: str) -> None:
     exp = core.run("explaining the text", fetch)
     if exp is None:
         return
-    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
-                                methods=(exp.method,))
+    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), (exp,))
     index = views.layer_index(layer)
     st.caption("Downloads of the layer on screen:")
     views.downloads(fetch, exp.kind, {"Bar chart": lambda e: figures.score_bar(e, layer=index, raw_attention=raw)},
@@ -61,7 +61,7 @@ def layer_view(request: tuple, specials: str) -> None:
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
-            st.caption(f"Layer {layer} of {exp.num_layers}.")
+            st.caption(f"{layer_words(exp, views.layer_index(layer)).capitalize()}.")
             head_view(exp, views.layer_index(layer), specials)
     sync_url()
 
@@ -89,16 +89,10 @@ def show(exp: Explanation | None) -> None:
     through the cache instead (`request`, `fetch`)."""
     if exp is None:
         return
-    if exp.truncation:
-        cut = exp.truncation
-        st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
-                   f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
-                   f"The explained text ends with: “…{safe_text(exp.text[-40:])}”")
     param("hide_special", True)
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
-        views.unknown_warning(exp, handle.processor)
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
         if facts := methods.describe(exp.method, exp.settings):

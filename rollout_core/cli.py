@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="models to load at start (default: the embedded default models that are built)")
     action = serve.add_mutually_exclusive_group()
     action.add_argument("--detach", action="store_true", help="start in the background; return once it answers")
-    action.add_argument("--status", action="store_true", help="say whether a server runs (exit 1 when none)")
+    action.add_argument("--status", action="store_true", help="say whether a server runs (exit 1 when none answers)")
     action.add_argument("--stop", action="store_true", help="stop the running server")
     sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
     sub.add_parser("corpus", help="explain a whole corpus (see `corpus --help`)", add_help=False)
@@ -274,10 +274,7 @@ def _header(e: Any) -> list[str]:
         lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:
         lines.append("prediction: " + ", ".join(f"{p.label!r} {p.probability:.3f}" for p in e.prediction))
-    if e.truncation:
-        t = e.truncation
-        lines.append(f"note: the text was cut to the model's limit: {t['kept_chars']} of {t['total_chars']} "
-                     f"characters ({t['kept_tokens']} tokens) were explained")
+    lines += [f"note: {note}" for note in e.warnings]
     return lines
 
 
