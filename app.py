@@ -5,6 +5,7 @@ import streamlit as st
 
 from app_pages._lib.safe import safe_text
 from rollout_core import methods
+from rollout_core.models import measured
 from rollout_core.serving.malloc import limit_heap_growth
 from rollout_core.settings_env import SettingsError, check_settings
 
@@ -42,13 +43,15 @@ def _method_table() -> str:
     """Every registered method, from the registry: what it is, when to use it, what it explains, the measured figures."""
     rows = methods.table()
     models = list(rows[0]["measured"]) if rows else []
+    defaults = {model: measured.default_method(model) for model in models}
     head = ["method", "when to use it", "inputs", "class-specific",
             *(f"{model}: pointing ↑ / deletion ↓" for model in models)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for row in rows:
         spec = methods.get(row["name"])
         cells = [f"**{spec.title}** (`{spec.name}`)", spec.use_when or spec.description, ", ".join(spec.modalities),
-                 "yes" if spec.class_specific else "no", *(_figures(row["measured"][m]) for m in models)]
+                 "yes" if spec.class_specific else "no",
+                 *(_figures(row["measured"][m]) + (" **(default)**" if defaults[m] == spec.name else "") for m in models)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -72,7 +75,8 @@ def home() -> None:
     st.caption("Pointing game: how often the top token or patch lies in the known deciding region of the default "
                "model's generated test set (higher is better); deletion: area under the class probability as the "
                "top-ranked inputs are removed (lower is better); – not measured. Without a method chosen, each "
-               "embedded model runs the one it measured best; a model without figures runs attention rollout.")
+               "embedded model runs the one it measured best, marked (default); a model without figures runs "
+               "attention rollout.")
 
 
 # The page scripts live in app_pages/, not pages/: with a pages/ folder beside app.py, Streamlit runs in its
