@@ -40,7 +40,7 @@ def _figures(measured: dict | None) -> str:
 
 
 def _method_table() -> str:
-    """Every registered method, from the registry: what it is, when to use it, what it explains, the measured figures."""
+    """Every registered method, from the registry: what it is, when to use it, its inputs, the measured figures."""
     rows = methods.table()
     models = list(rows[0]["measured"]) if rows else []
     defaults = {model: measured.default_method(model) for model in models}
@@ -51,7 +51,8 @@ def _method_table() -> str:
         spec = methods.get(row["name"])
         cells = [f"**{spec.title}** (`{spec.name}`)", spec.use_when or spec.description, ", ".join(spec.modalities),
                  "yes" if spec.class_specific else "no",
-                 *(_figures(row["measured"][m]) + (" **(default)**" if defaults[m] == spec.name else "") for m in models)]
+                 *(_figures(row["measured"][m]) + (" **(default)**" if defaults[m] == spec.name else "")
+                   for m in models)]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
