@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from app_pages._lib import core
@@ -13,7 +12,7 @@ from app_pages._lib.sidebar import loaded, model_picker
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
-from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
+from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html, word_share_figure
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
 from rollout_core.paths import corpus_dir
@@ -105,9 +104,7 @@ if results is not None and len(results):
     label = st.selectbox("Predicted class", classes, format_func=safe_text)
     table = class_tokens(results[results["prediction"] == label], min_count=2)
     top = table.head(20)
-    st.plotly_chart(px.bar(top, x="word", y="mean_share", hover_data=["count", "top1_share"],
-                           labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
-                           title=f"Words the model leans on for {safe_text(label)} (seen at least twice)"))
+    st.plotly_chart(word_share_figure(top, label))
     st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),
                        "corpus_words.csv", "text/csv", on_click="ignore")
     if evidence:

@@ -101,7 +101,7 @@ def load_folder(
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
     try:
-        size.declared_params(cls, config)
+        size.declared_params(cls, config, folder)
         model, info = cls.from_pretrained(
             str(folder),
             attn_implementation="eager",
