@@ -14,6 +14,7 @@ from plotly.colors import sample_colorscale
 
 from rollout_core.errors import RolloutError
 from rollout_core.explanation import Explanation
+from rollout_core.extras import MissingExtraError, require
 
 _log = logging.getLogger(__name__)
 _FALLBACK_SIDE = 480  # longer side, in pixels, of a fallback heatmap without an image under it
@@ -40,6 +41,8 @@ def figure_png(fig: go.Figure, *, width: int | None = None, height: int | None =
     try:
         return _kaleido(fig, "png", width, height, scale)
     except Exception as err:  # kaleido/Chrome missing or failing: any error here means "cannot export"
+        if not fallback and isinstance(err, MissingExtraError):
+            raise
         if not fallback:
             raise RolloutError(f"PNG export needs kaleido and Chrome/Chromium, which failed: {err}") from err
         _log.warning("kaleido export failed (%s); drawing the numpy fallback", err)
@@ -82,6 +85,8 @@ def _vector(fig: go.Figure, fmt: str, width: int | None, height: int | None) -> 
     width = width or natural_width(fig, height) or DEFAULT_WIDTH
     try:
         return _kaleido(fig, fmt, width, height, 1.0)
+    except MissingExtraError:
+        raise
     except Exception as err:  # kaleido/Chrome missing, failing or past the time limit
         raise RolloutError(f"{fmt.upper()} export needs kaleido and Chrome/Chromium, which failed: {err}") from err
 
@@ -215,7 +220,7 @@ _KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_na
 def _kaleido(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> bytes:
     """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
     not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
-    import kaleido
+    kaleido = require("kaleido", "export", what=f"{fmt.upper()} export")
 
     job = _KALEIDO_WORKER.submit(
         kaleido.calc_fig_sync, fig.to_dict(), opts=dict(format=fmt, width=width, height=height, scale=scale),
