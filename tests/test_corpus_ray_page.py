@@ -81,4 +81,4 @@ def test_chart_titles_show_class_names_as_written(tiny_model_dir, tmp_path, monk
     shown = next(s for s in at.selectbox if s.label == "Predicted class").value
     title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
     assert "\\" not in title
-    assert title == f"Words the model leans on for {html.escape(shown, quote=False)} (seen at least twice)"
+    assert title.startswith(f"Words the model leans on for {html.escape(shown, quote=False)} (seen at least")

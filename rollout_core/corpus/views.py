@@ -47,14 +47,16 @@ def plot_text(value: object) -> str:
     return html.escape(visible(str(value)), quote=False)
 
 
-def word_share_figure(table: pd.DataFrame, label: object) -> Any:
-    """Bar chart of `class_tokens` rows (word, mean_share, count, top1_share) for the predicted class `label`."""
+def word_share_figure(table: pd.DataFrame, label: object, least: int) -> Any:
+    """Bar chart of the top `class_tokens` rows (word, mean_share, count, top1_share) for the predicted class
+    `label`, words seen at least `least` times."""
     import plotly.express as px
 
+    seen = "seen at least once" if least == 1 else f"seen at least {least} times"
     shown = table.assign(word=[plot_text(w) for w in table["word"]])
     return px.bar(shown, x="word", y="mean_share", hover_data=["count", "top1_share"],
                   labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
-                  title=f"Words the model leans on for {plot_text(label)} (seen at least twice)")
+                  title=f"Words the model leans on for {plot_text(label)} ({seen}; top {len(table)})")
 
 
 def evidence_hit_rate(results: pd.DataFrame, evidence: Mapping[str, Sequence[tuple[int, int]]]) -> float:
