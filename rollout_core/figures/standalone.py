@@ -90,7 +90,8 @@ def _heading(expl: Explanation) -> tuple[str, str]:
     facts = [f"explained: {expl.target_description}"]
     if expl.prediction:
         top = expl.prediction[0]
-        facts.insert(0, f"prediction: {top.label} ({top.probability:.1%})")
+        facts.insert(0, f"closest label: {top.label} (cosine similarity {top.similarity:.2f})"
+                     if top.similarity is not None else f"prediction: {top.label} ({top.probability:.1%})")
     return title, html.escape(" · ".join(facts))
 
 
