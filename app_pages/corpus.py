@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.express as px
 import streamlit as st
 
-from app_pages._lib import core
+from app_pages._lib import core, corpus_compare
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_picker
 from rollout_core import methods
@@ -19,6 +19,7 @@ from rollout_core.errors import RolloutError
 from rollout_core.paths import corpus_dir
 
 MAX_ROWS = 2000
+COMPARE = "Compare two runs"
 BATCH = 16
 
 
@@ -66,7 +67,10 @@ with st.sidebar:
     model_name, allow_pickle = model_picker("text")
     method = st.selectbox("Method", methods.names(), format_func=lambda n: methods.get(n).title,
                           key="corpus_method")
-source = st.radio("Source", ["Generated sentences", "Uploaded CSV", "Result folder"], horizontal=True)
+source = st.radio("Source", ["Generated sentences", "Uploaded CSV", "Result folder", COMPARE], horizontal=True)
+if source == COMPARE:
+    corpus_compare.show()
+    st.stop()
 results, evidence = None, {}
 with core.guarded("reading the corpus"):
     if source == "Result folder":

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import plotly.io as pio
 
-from rollout_core.corpus.compare_rows import GROUPINGS, KINDS, patch_code, CELL
+from rollout_core.corpus.compare_rows import CELL, GROUPINGS, KINDS, patch_code
 from rollout_core.corpus.views import row_highlight_html
 from rollout_core.figures import corpus_compare as figures
 from rollout_core.figures.standalone import plotly_js, script_json
@@ -79,7 +79,7 @@ def _table(frame: pd.DataFrame, columns: list[str] | None = None) -> str:
                          float_format=lambda v: f"{v:.4g}")
 
 
-def _side(row: pd.Series, side: str) -> pd.Series:
+def side_row(row: pd.Series, side: str) -> pd.Series:
     """One side of a disagreement row in the shape `row_highlight_html` draws."""
     words, scores = list(row[f"words_{side}"]), list(row[f"scores_{side}"])
     top = sorted(range(len(scores)), key=lambda i: -scores[i])[:5]
@@ -106,7 +106,7 @@ def _example(row: pd.Series, figs: dict[str, Any], key: str) -> str:
         figs[key] = figures.patch_pair_figure(patch_map(list(row["words_a"]), list(row["scores_a"])),
                                               patch_map(list(row["words_b"]), list(row["scores_b"])), str(row["id"]))
         return head + f'<div id="{key}"></div></div>'
-    cells = "".join(f'<div><b>{side.upper()}</b><br>{row_highlight_html(_side(row, side))}</div>' for side in "ab")
+    cells = "".join(f'<div><b>{side.upper()}</b><br>{row_highlight_html(side_row(row, side))}</div>' for side in "ab")
     return head + f'<div class="pair">{cells}</div></div>'
 
 

@@ -72,6 +72,8 @@ class CorpusComparison:
     disagreements: dict[str, pd.DataFrame]
     maps: dict[str, np.ndarray] = field(default_factory=dict)
     settings: dict[str, Any] = field(default_factory=dict)
+    manifest_a: dict[str, Any] | None = None  # what each run recorded (model, method, ...); None: not recorded
+    manifest_b: dict[str, Any] | None = None
 
     def summary_line(self) -> str:
         """Rows, prediction agreement, median and quartiles of the rank correlation, in one line."""
@@ -391,7 +393,8 @@ def compare_runs(a: str | Path, b: str | Path, *, by: str = "prediction_a", k: i
         disagreements={kind_: candidates.get(kind_, pd.DataFrame()) for kind_ in KINDS},
         maps=_maps(table) if kind == "image" else {},
         settings={"by": by, "k": k, "top": top, "min_count": min_count, "replicates": replicates, "seed": seed,
-                  "level": level, "examples": examples, "engine": engine})
+                  "level": level, "examples": examples, "engine": engine},
+        manifest_a=run_a.manifest, manifest_b=run_b.manifest)
 
 
 def _partitioned(a: StoredRun, b: StoredRun, scratch: Path, engine: str, workers: int, address: str | None,
