@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from rollout_core.build import dinov2, image_model, train_image_top
+from rollout_core.build import dinov2, image_model
+from training import train_image_top
 from rollout_core.build.image_model import SETTINGS_FILE, TRAINED_FILE
 from rollout_core.data import shapes
 from rollout_core.paths import ASSETS_DIR, models_dir

@@ -14,7 +14,7 @@ import torch
 from PIL import Image
 
 from rollout_core.build import dinov2
-from rollout_core.build.train_image import OUTPUT_DIR, pixel_values
+from training.train_image import OUTPUT_DIR, pixel_values
 from rollout_core.data import shapes
 from rollout_core.errors import ModelLoadError
 

@@ -68,6 +68,20 @@ def test_launcher_runs_the_checkouts_app_with_its_config_and_passes_options_on()
     assert cmd[-2:] == ["--server.port=8600", "--server.maxUploadSize=5"]  # given last: they win
 
 
+def test_training_code_stays_out_of_the_package():
+    """training/ (how the embedded models were trained) is run from a checkout; the library never needs it."""
+    packages = PYPROJECT["tool"]["setuptools"]["packages"]
+    assert not [p for p in packages if p.split(".")[0] == "training"]
+    assert sorted(p.name for p in (ROOT / "training").glob("train_*.py")) == [
+        "train_image.py", "train_image_top.py", "train_text.py"]
+    library = [p for base in ("rollout_core", "app_pages") for p in (ROOT / base).rglob("*.py")]
+    assert not [p for p in library if p.name.startswith("train_")]
+    importing = [p for p in library
+                 if any(line.lstrip().startswith(("from training", "import training"))
+                        for line in p.read_text(encoding="utf-8").splitlines())]
+    assert not importing, f"the library imports training/: {importing}"
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

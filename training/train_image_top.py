@@ -1,4 +1,4 @@
-"""Fine-tune the top of the embedded "default-image" model: `python -m rollout_core.build.train_image_top`.
+"""Fine-tune the top of the embedded "default-image" model: `python -m training.train_image_top`.
 
 Recipe (the one the text model uses): the pretrained DINOv2-small backbone (setup step `dinov2`) becomes a
 standard `Dinov2ForImageClassification` (logits = Linear(concat(CLS, mean of patch tokens))); its top
@@ -32,7 +32,7 @@ from pathlib import Path
 import torch
 
 from rollout_core.build import image_model
-from rollout_core.build.schedule import warmup_then_linear_decay
+from training.schedule import warmup_then_linear_decay
 from rollout_core.data import shapes
 from rollout_core.paths import models_dir
 
