@@ -46,8 +46,8 @@ class Part:
     """What an item contributes: one figure row per example, per (class, unit) fixed-point sums, and the rows
     that may be among the most disagreeing (with what their highlights need)."""
 
-    rows: pd.DataFrame
-    units: pd.DataFrame  # class, unit, count, sum_a, sum_b (int64, fixed point)
+    rows: pa.Table  # ROW_COLUMNS
+    units: pa.Table  # UNIT_COLUMNS: class, unit, count, sum_a, sum_b (int64, fixed point)
     candidates: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
@@ -68,50 +68,53 @@ def _joined(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table]:
     return a, b
 
 
-def _flat(table: pa.Table, column: str) -> np.ndarray:
-    return pc.list_flatten(table.column(column)).to_numpy(zero_copy_only=False)
+def _flat(table: pa.Table, column: str) -> pa.ChunkedArray:
+    return pc.list_flatten(table.column(column))
 
 
 def _lengths(table: pa.Table) -> np.ndarray:
     return pc.list_value_length(table.column("words")).to_numpy(zero_copy_only=False).astype(np.int64)
 
 
-def _text_units(a: pa.Table, b: pa.Table) -> pd.DataFrame:
+def _row_index(table: pa.Table) -> np.ndarray:
+    """For each stored unit of `table`, its row."""
+    return np.repeat(np.arange(len(table)), _lengths(table))
+
+
+def _text_units(a: pa.Table, b: pa.Table) -> pa.Table:
     """row, unit (lower-cased word), a, b: the words both rows hold (same span), in text order."""
-    sides = []
-    for table in (a, b):
-        sides.append(pd.DataFrame({
-            "row": np.repeat(np.arange(len(table)), _lengths(table)), "start": _flat(table, "starts"),
-            "end": _flat(table, "ends"), "word": _flat(table, "words"),
-            "share": _flat(table, "scores").astype(np.float64)}))
-    both = sides[0].merge(sides[1].drop(columns="word"), on=["row", "start", "end"], suffixes=("_a", "_b"))
-    both = both.sort_values(["row", "start"], kind="stable")
-    return pd.DataFrame({"row": both["row"].to_numpy(), "unit": both["word"].str.lower().to_numpy(),
-                         "a": both["share_a"].to_numpy(), "b": both["share_b"].to_numpy()})
+    left = pa.table({"row": _row_index(a), "start": _flat(a, "starts"), "end": _flat(a, "ends"),
+                     "unit": pc.utf8_lower(_flat(a, "words")), "a": _flat(a, "scores").cast(pa.float64())})
+    right = pa.table({"row": _row_index(b), "start": _flat(b, "starts"), "end": _flat(b, "ends"),
+                      "b": _flat(b, "scores").cast(pa.float64())})
+    both = left.join(right, keys=["row", "start", "end"], join_type="inner")
+    return both.sort_by([("row", "ascending"), ("start", "ascending")]).select(["row", "unit", "a", "b"])
 
 
 def _grids(table: pa.Table) -> np.ndarray:
-    """(rows, 2) patch grid of each image row, read from its last unit ("patch r,c"); row-major order checked."""
+    """(rows, 2) patch grid of each image row, read from its first and last unit ("patch 0,0" ... "patch r,c")."""
     lengths = _lengths(table)
-    words = pc.list_flatten(table.column("words")).to_pylist()
     ends = np.cumsum(lengths)
+    filled = np.flatnonzero(lengths > 0)
+    flat = _flat(table, "words")
+    firsts = flat.take(pa.array(ends[filled] - lengths[filled])).to_pylist()
+    lasts = flat.take(pa.array(ends[filled] - 1)).to_pylist()
     grids = np.zeros((len(table), 2), dtype=np.int64)
-    for i, (end, n) in enumerate(zip(ends, lengths)):
-        if n == 0:
-            continue
-        first, last = PATCH.match(str(words[end - n])), PATCH.match(str(words[end - 1]))
-        if not (first and last) or first.groups() != ("0", "0"):
+    for i, first, last in zip(filled, firsts, lasts):
+        head, tail = PATCH.match(str(first)), PATCH.match(str(last))
+        if not (head and tail) or head.groups() != ("0", "0"):
             raise InputError(f"row {table.column('id')[i]} of an image run does not hold patches 'patch r,c'")
-        grids[i] = int(last.group(1)) + 1, int(last.group(2)) + 1
-        if grids[i, 0] * grids[i, 1] != n:
-            raise InputError(f"row {table.column('id')[i]} of an image run holds {n} patches, not a full grid")
+        grids[i] = int(tail.group(1)) + 1, int(tail.group(2)) + 1
+        if grids[i, 0] * grids[i, 1] != lengths[i]:
+            raise InputError(f"row {table.column('id')[i]} of an image run holds {lengths[i]} patches, not a full grid")
     return grids
 
 
-def _image_units(a: pa.Table, b: pa.Table) -> pd.DataFrame:
+def _image_units(a: pa.Table, b: pa.Table) -> pa.Table:
     """row, unit (row * CELL + column of the grid cell), a, b: both maps on the finer grid of the two."""
     grid_a, grid_b = _grids(a), _grids(b)
-    values_a, values_b = _flat(a, "scores").astype(np.float64), _flat(b, "scores").astype(np.float64)
+    values_a = _flat(a, "scores").to_numpy().astype(np.float64)
+    values_b = _flat(b, "scores").to_numpy().astype(np.float64)
     start_a = np.concatenate([[0], np.cumsum(grid_a.prod(1))])
     start_b = np.concatenate([[0], np.cumsum(grid_b.prod(1))])
     pieces = []
@@ -129,13 +132,14 @@ def _image_units(a: pa.Table, b: pa.Table) -> pd.DataFrame:
         if (hb, wb) != grid:
             maps_b = resample_maps(maps_b, grid)
         cells = np.arange(grid[0] * grid[1])
-        pieces.append(pd.DataFrame({
+        pieces.append(pa.table({
             "row": np.repeat(rows, len(cells)),
             "unit": np.tile((cells // grid[1]) * CELL + cells % grid[1], len(rows)),
             "a": maps_a.reshape(-1), "b": maps_b.reshape(-1)}))
     if not pieces:
-        return pd.DataFrame({"row": np.zeros(0, np.int64), "unit": np.zeros(0, np.int64), "a": [], "b": []})
-    return pd.concat(pieces, ignore_index=True).sort_values(["row", "unit"], kind="stable", ignore_index=True)
+        return pa.table({"row": pa.array([], pa.int64()), "unit": pa.array([], pa.int64()),
+                         "a": pa.array([], pa.float64()), "b": pa.array([], pa.float64())})
+    return pa.concat_tables(pieces).sort_by([("row", "ascending"), ("unit", "ascending")])
 
 
 def patch_name(code: int) -> str:
@@ -151,71 +155,99 @@ def patch_code(name: str) -> int:
     return int(match.group(1)) * CELL + int(match.group(2))
 
 
-def common_units(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table, pd.DataFrame]:
-    """The two tables in one row order and their units both see, each side renormalised over them (sum 1)."""
+def common_units(a: pa.Table, b: pa.Table) -> tuple[pa.Table, pa.Table, pa.Table]:
+    """The two tables in one row order, and their units both see (row, unit, a, b; in row order), each side's
+    shares renormalised over them to sum to 1 (a row of zeros stays zeros)."""
     a, b = _joined(a, b)
-    kinds = set(a.column("kind").to_pylist()) | set(b.column("kind").to_pylist())
+    kinds = set(a.column("kind").unique().to_pylist()) | set(b.column("kind").unique().to_pylist())
     if len(kinds) > 1:
         raise InputError("one run holds text rows and the other image rows: they cannot be compared")
     units = _image_units(a, b) if kinds == {"image"} else _text_units(a, b)
-    rows = np.asarray(units["row"], dtype=np.int64)
+    rows = units.column("row").to_numpy()
     for side in ("a", "b"):
-        totals = np.bincount(rows, units[side].to_numpy(), len(a))[rows]
-        units[side] = np.divide(units[side].to_numpy(), totals, out=units[side].to_numpy().copy(), where=totals > 0)
+        values = units.column(side).to_numpy()
+        totals = np.bincount(rows, values, len(a))[rows]
+        units = units.set_column(units.schema.get_field_index(side), side,
+                                 pa.array(np.divide(values, totals, out=values.copy(), where=totals > 0)))
     return a, b, units
 
 
-def _classes(a: pa.Table, b: pa.Table, by: str) -> np.ndarray:
+def _is_image(a: pa.Table) -> bool:
+    return len(a) > 0 and a.column("kind")[0].as_py() == "image"
+
+
+def _classes(a: pa.Table, b: pa.Table, by: str) -> pa.Array:
     if by not in GROUPINGS:
         raise InputError(f"rows are grouped by one of {', '.join(GROUPINGS)}, not {by!r}")
     source = {"prediction_a": a.column("prediction"), "prediction_b": b.column("prediction"),
               "label": a.column("label")}[by]
-    return np.array([NO_CLASS if v is None else str(v) for v in source.to_pylist()], dtype=object)
+    return pc.fill_null(source.combine_chunks().cast(pa.string()), NO_CLASS)
+
+
+def _agree(a: pa.Table, b: pa.Table) -> pa.Array:
+    """The predictions are equal (two missing predictions agree)."""
+    pred_a, pred_b = a.column("prediction"), b.column("prediction")
+    both_missing = pc.and_(pc.is_null(pred_a), pc.is_null(pred_b))
+    return pc.or_(pc.fill_null(pc.equal(pred_a, pred_b), False), both_missing).combine_chunks()
 
 
 def compare_part(a: pa.Table, b: pa.Table, settings: Settings, positions: np.ndarray | None = None) -> Part:
     """Compare the rows of `a` and `b` (same ids, any order; COLUMNS); `positions`: each row of `a`'s place in its
     run (kept to give the rows back in that order), by default its place in `a`."""
-    if positions is not None:
-        a = a.append_column("_position", pa.array(np.asarray(positions, dtype=np.int64)))
+    a = a.append_column("_position", pa.array(np.arange(len(a)) if positions is None else
+                                              np.asarray(positions, dtype=np.int64)))
     a, b, units = common_units(a, b)
     n = len(a)
-    position = a.column("_position").to_numpy() if positions is not None else np.arange(n)
-    row = units["row"].to_numpy()
+    row, va, vb = (units.column(c).to_numpy() for c in ("row", "a", "b"))
     classes = _classes(a, b, settings.by)
-    pred_a, pred_b = a.column("prediction").to_pylist(), b.column("prediction").to_pylist()
-    rows = pd.DataFrame({
-        "position": position, "id": a.column("id").to_pylist(), "class": classes, "label": a.column("label").to_pylist(),
-        "prediction_a": pred_a, "prediction_b": pred_b,
-        "probability_a": a.column("probability").to_numpy(zero_copy_only=False).astype(np.float64),
-        "probability_b": b.column("probability").to_numpy(zero_copy_only=False).astype(np.float64),
-        "agree": [x == y for x, y in zip(pred_a, pred_b)],
-        "spearman": ragged.spearman_rows(row, units["a"].to_numpy(), units["b"].to_numpy(), n),
-        "top_k_overlap": ragged.top_k_overlap_rows(row, units["a"].to_numpy(), units["b"].to_numpy(), settings.k, n),
+    rows = pa.table({
+        "position": a.column("_position"), "id": a.column("id"), "class": classes, "label": a.column("label"),
+        "prediction_a": a.column("prediction"), "prediction_b": b.column("prediction"),
+        "probability_a": a.column("probability").cast(pa.float64()),
+        "probability_b": b.column("probability").cast(pa.float64()), "agree": _agree(a, b),
+        "spearman": ragged.spearman_rows(row, va, vb, n), "top_k_overlap": ragged.top_k_overlap_rows(row, va, vb,
+                                                                                                     settings.k, n),
         "units": np.bincount(row, minlength=n), "units_a": _lengths(a), "units_b": _lengths(b)})
-    sums = pd.DataFrame({"class": classes[row], "unit": units["unit"].to_numpy(), "count": 1,
-                         "sum_a": to_fixed(units["a"].to_numpy()), "sum_b": to_fixed(units["b"].to_numpy())})
-    grouped = sums.groupby(["class", "unit"], sort=False).sum().reset_index()
-    if len(grouped) and a.column("kind")[0].as_py() == "image":
-        grouped["unit"] = grouped["unit"].map(patch_name)
-    return Part(rows[ROW_COLUMNS], grouped[UNIT_COLUMNS], _candidates(rows, a, b, settings.examples))
+    sums = pa.table({"class": classes.take(pa.array(row)), "unit": units.column("unit"),
+                     "count": np.ones(len(row), dtype=np.int64), "sum_a": to_fixed(va), "sum_b": to_fixed(vb)})
+    grouped = merge_units([sums])
+    if _is_image(a):
+        grouped = grouped.set_column(1, "unit", pa.array([patch_name(u) for u in grouped.column("unit").to_pylist()]))
+    return Part(rows, grouped, _candidates(rows, a, b, settings.examples))
 
 
-def _candidates(rows: pd.DataFrame, a: pa.Table, b: pa.Table, keep: int) -> dict[str, pd.DataFrame]:
+def merge_units(parts: list[pa.Table]) -> pa.Table:
+    """Per (class, unit) the sums of count, sum_a and sum_b over `parts` (integers: any order, the same sums)."""
+    table = pa.concat_tables(parts).group_by(["class", "unit"], use_threads=False).aggregate(
+        [("count", "sum"), ("sum_a", "sum"), ("sum_b", "sum")])
+    return table.rename_columns([{"count_sum": "count", "sum_a_sum": "sum_a", "sum_b_sum": "sum_b"}.get(c, c)
+                                 for c in table.column_names]).select(UNIT_COLUMNS)
+
+
+def _candidates(rows: pa.Table, a: pa.Table, b: pa.Table, keep: int) -> dict[str, pd.DataFrame]:
     """The rows that may be among the `keep` most disagreeing of each kind, with both sides' stored units."""
-    defined = rows["spearman"].notna()
-    kind = a.column("kind")[0].as_py() if len(a) else "text"
+    rho = rows.column("spearman").to_numpy()
+    agree = rows.column("agree").to_numpy(zero_copy_only=False)
+    ids = rows.column("id").to_pylist()
+    kind = "image" if _is_image(a) else "text"
     out = {}
-    for name, mask, ascending in (("explanations_differ", rows["agree"] & defined, True),
-                                  ("predictions_differ", ~rows["agree"] & defined, False)):
-        chosen = pick(rows[mask], keep, ascending)
-        taken = pa.array(chosen.index.to_numpy(), type=pa.int64())
-        extra: dict[str, list[Any]] = {"text": a.take(taken).column("text").to_pylist(), "kind": [kind] * len(chosen)}
+    for name, mask, sign in (("explanations_differ", agree, 1.0), ("predictions_differ", ~agree, -1.0)):
+        chosen = _smallest(sign * rho, ids, np.flatnonzero(mask & ~np.isnan(rho)), keep)
+        taken = pa.array(chosen, type=pa.int64())
+        extra: dict[str, list[Any]] = {"text": a.column("text").take(taken).to_pylist(), "kind": [kind] * len(chosen)}
         for side, table in (("a", a), ("b", b)):
             for column in ("words", "starts", "ends", "scores"):
-                extra[f"{column}_{side}"] = table.take(taken).column(column).to_pylist()
-        out[name] = chosen.assign(**extra)
+                extra[f"{column}_{side}"] = table.column(column).take(taken).to_pylist()
+        out[name] = rows.take(taken).to_pandas().drop(columns="position").assign(**extra)
     return out
+
+
+def _smallest(key: np.ndarray, ids: list[str], among: np.ndarray, keep: int) -> list[int]:
+    """The `keep` positions of `among` with the smallest `key`, ties by id."""
+    if len(among) > keep > 0:
+        bound = np.partition(key[among], keep - 1)[keep - 1]
+        among = among[key[among] <= bound]
+    return sorted(among.tolist(), key=lambda i: (key[i], ids[i]))[:keep]
 
 
 def pick(rows: pd.DataFrame, keep: int, ascending: bool) -> pd.DataFrame:
@@ -230,16 +262,16 @@ def replicate_part(a: pa.Table, b: pa.Table, settings: Settings, selected: pd.Da
     """Per selected (class, unit): each bootstrap replicate's weighted sum of B - A (fixed point) and weighted
     occurrence count over these rows; columns class, unit, num (replicates,), den (replicates,)."""
     a, b, units = common_units(a, b)
-    classes = _classes(a, b, settings.by)
-    wanted = selected[["class", "unit"]]
-    if len(a) and a.column("kind")[0].as_py() == "image":
-        wanted = wanted.assign(unit=wanted["unit"].map(patch_code))
-    flat = pd.DataFrame({"row": units["row"].to_numpy(), "class": classes[units["row"].to_numpy()],
-                         "unit": units["unit"].to_numpy(),
-                         "diff": to_fixed(units["b"].to_numpy()) - to_fixed(units["a"].to_numpy())})
-    flat = flat.merge(wanted, on=["class", "unit"])
-    per_row = flat.groupby(["class", "unit", "row"], sort=True).agg(diff=("diff", "sum"), n=("diff", "size"))
-    per_row = per_row.reset_index()
+    row, va, vb = (units.column(c).to_numpy() for c in ("row", "a", "b"))
+    wanted_units = [str(u) for u in selected["unit"]]
+    wanted = pa.table({"class": pa.array([str(c) for c in selected["class"]], pa.string()),
+                       "unit": pa.array([patch_code(u) for u in wanted_units], pa.int64()) if _is_image(a)
+                       else pa.array(wanted_units, pa.string())})
+    flat = pa.table({"row": row, "class": _classes(a, b, settings.by).take(pa.array(row)),
+                     "unit": units.column("unit"), "diff": to_fixed(vb) - to_fixed(va)})
+    flat = flat.join(wanted, keys=["class", "unit"], join_type="inner")
+    per_row = flat.group_by(["class", "unit", "row"], use_threads=False).aggregate([("diff", "sum"), ("diff", "count")])
+    per_row = per_row.to_pandas().sort_values(["class", "unit", "row"], ignore_index=True)
     involved = np.unique(per_row["row"].to_numpy())
     ids = a.column("id").to_pylist()
     weights = poisson_weights(row_keys([ids[r] for r in involved]), replicates, seed)
@@ -248,6 +280,6 @@ def replicate_part(a: pa.Table, b: pa.Table, settings: Settings, selected: pd.Da
         w = weights[np.searchsorted(involved, group["row"].to_numpy())]
         out["class"].append(cls)
         out["unit"].append(patch_name(unit) if isinstance(unit, (int, np.integer)) else unit)
-        out["num"].append(group["diff"].to_numpy(dtype=np.int64) @ w)
-        out["den"].append(group["n"].to_numpy(dtype=np.int64) @ w)
+        out["num"].append(group["diff_sum"].to_numpy(dtype=np.int64) @ w)
+        out["den"].append(group["diff_count"].to_numpy(dtype=np.int64) @ w)
     return pd.DataFrame(out, columns=["class", "unit", "num", "den"])

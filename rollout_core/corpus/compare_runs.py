@@ -299,6 +299,9 @@ def map_items(make: Callable[[], Callable[[Any], Any]], items: Sequence[Any], *,
               workers: int = 1, address: str | None = None) -> Iterator[Iterator[Any]]:
     """Stand-in for the map-over-items module (`layers`): `make()(item)` for each item, in order, on threads or
     on Ray tasks."""
+    if engine == "local" and workers == 1:
+        yield map(make(), items)
+        return
     if engine == "local":
         fn = make()
         with ThreadPoolExecutor(workers) as pool:
@@ -316,11 +319,6 @@ def map_items(make: Callable[[], Callable[[Any], Any]], items: Sequence[Any], *,
 
 
 # ---- merging and the finished comparison ---------------------------------------------------------------------
-
-def _merge_units(total: pd.DataFrame | None, part: pd.DataFrame) -> pd.DataFrame:
-    both = part if total is None else pd.concat([total, part], ignore_index=True)
-    return both.groupby(["class", "unit"], sort=False, as_index=False)[["count", "sum_a", "sum_b"]].sum()
-
 
 def _stage(name: str, make: Callable[[], Callable[[Any], Any]], items: list[Any], engine: str, workers: int,
            address: str | None, progress: Progress | None) -> Iterator[Any]:
@@ -367,7 +365,7 @@ def compare_runs(a: str | Path, b: str | Path, *, by: str = "prediction_a", k: i
         for part in _stage("compare", functools.partial(_compare_worker, settings), items, engine, workers,
                            address, progress):
             rows.append(part.rows)
-            units = _merge_units(units, part.units)
+            units = part.units if units is None else compare_rows.merge_units([units, part.units])
             for kind, frame in part.candidates.items():
                 ascending = kind == "explanations_differ"
                 candidates[kind] = compare_rows.pick(pd.concat([candidates.get(kind), frame]), examples, ascending)
@@ -383,8 +381,7 @@ def compare_runs(a: str | Path, b: str | Path, *, by: str = "prediction_a", k: i
         if owned is not None:
             shutil.rmtree(owned, ignore_errors=True)
     kind = next(iter(census_a.kinds), "text")
-    frame = pd.concat(rows, ignore_index=True).sort_values("position", kind="stable", ignore_index=True)
-    frame = frame.drop(columns="position")
+    frame = pa.concat_tables(rows).sort_by("position").drop_columns("position").to_pandas()
     return CorpusComparison(
         a=str(run_a.folder), b=str(run_b.folder), describe_a=run_a.describe(), describe_b=run_b.describe(),
         kind=kind, by=by, summary=_summary(frame, k), examples=frame, classes=_class_table(frame),
@@ -412,10 +409,11 @@ def _partitioned(a: StoredRun, b: StoredRun, scratch: Path, engine: str, workers
     return [_Bucket(tuple(fa), tuple(fb)) for fa, fb in zip(files["a"], files["b"]) if fa]
 
 
-def _unit_table(units: pd.DataFrame | None) -> pd.DataFrame:
+def _unit_table(merged: pa.Table | None) -> pd.DataFrame:
     """class, unit, count, mean_a, mean_b, diff (B - A) from the merged fixed-point sums."""
-    if units is None or units.empty:
+    if merged is None or merged.num_rows == 0:
         return pd.DataFrame(columns=["class", "unit", "count", "mean_a", "mean_b", "diff"])
+    units = merged.to_pandas()
     count = units["count"].to_numpy(dtype=np.float64)
     mean_a, mean_b = units["sum_a"] / FIXED / count, units["sum_b"] / FIXED / count
     table = pd.DataFrame({"class": units["class"], "unit": units["unit"], "count": units["count"].astype(np.int64),

@@ -62,7 +62,8 @@ def open_run(folder: str | Path, name: str = "run") -> StoredRun:
             stored = pq.ParquetFile(file)
         except (pa.ArrowInvalid, OSError) as err:
             raise InputError(f"{name}: {file} is not a readable Parquet file ({err})") from err
-        missing = [c for c in SCHEMA.names if c not in stored.schema_arrow.names]
+        names = set(stored.schema_arrow.names)
+        missing = [c for c in SCHEMA.names if c not in names]
         if missing:
             raise InputError(f"{name}: {file} is not a result chunk (no {', '.join(missing)} column)")
         counts.append(stored.metadata.num_rows)
@@ -71,5 +72,5 @@ def open_run(folder: str | Path, name: str = "run") -> StoredRun:
 
 def read_file(path: Path, columns: Sequence[str]) -> pa.Table:
     """The `columns` of one stored file, cast to the result schema's types (Ray writes some as large types)."""
-    table = pq.read_table(path, columns=list(columns))
+    table = pq.ParquetFile(path).read(columns=list(columns))
     return table.cast(pa.schema([SCHEMA.field(c) for c in columns]))
