@@ -1,7 +1,7 @@
 """Corpus throughput and memory: the batched local engine vs a one-by-one loop, RSS at 1k and 10k rows, Ray vs local.
 
 Side by side in one run on default-text with rollout (generated sentences):
-- one-by-one: `explain_text` per sentence (what a notebook loop does) vs `run_local` with batches in float32 and
+- one-by-one: `explain_text` per sentence (what a notebook loop does) vs `run_corpus` with batches in float32 and
   with `precision="int8"` on the same rows, in rows per wall second and per CPU-second (all threads; steadier than
   wall time when other jobs share the cores); int8's fidelity against float32 on those rows: the largest
   difference of a word share, how often the top word and the prediction agree;
@@ -26,7 +26,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from rollout_core import explain_text  # noqa: E402
-from rollout_core.corpus.engine import read_results, run_local  # noqa: E402
+from rollout_core.corpus.engine import read_results, run_corpus  # noqa: E402
 from rollout_core.data.sentiment import generate  # noqa: E402
 from rollout_core.models.loading import load_model  # noqa: E402
 
@@ -51,10 +51,10 @@ def load() -> str:
 
 def timed_run(model: object, rows: pd.DataFrame, args: argparse.Namespace, precision: str
               ) -> tuple[float, float, pd.DataFrame]:
-    """run_local on `rows`: wall seconds, CPU-seconds (all threads) and the rows it wrote (input order)."""
+    """run_corpus on `rows`: wall seconds, CPU-seconds (all threads) and the rows it wrote (input order)."""
     with tempfile.TemporaryDirectory() as out:
         start, cpu = time.perf_counter(), time.process_time()
-        run_local(model, rows, out, batch_size=args.batch_size, workers=args.workers, precision=precision,
+        run_corpus(model, rows, out, batch_size=args.batch_size, workers=args.workers, precision=precision,
                   progress=lambda done, total: None)
         wall, cpu = time.perf_counter() - start, time.process_time() - cpu
         return wall, cpu, read_results(out).set_index("id").loc[rows["id"]]
@@ -73,10 +73,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="default-text")
     parser.add_argument("--loop", type=int, default=200, help="rows for the one-by-one loop")
-    parser.add_argument("--batched", type=int, default=1024, help="rows for run_local (float32 and int8)")
+    parser.add_argument("--batched", type=int, default=1024, help="rows for run_corpus (float32 and int8)")
     parser.add_argument("--rows", type=int, nargs=2, default=(1000, 10000), help="RSS after this many rows")
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--workers", type=int, default=2, help="run_local's threads (one torch thread each)")
+    parser.add_argument("--workers", type=int, default=2, help="run_corpus's threads (one torch thread each)")
     parser.add_argument("--ray", action="store_true")
     args = parser.parse_args()
     print(f"start: {load()}")
@@ -97,17 +97,17 @@ def main() -> None:
           f"(batch {args.batch_size}, {args.workers} workers)")
     print("| case | rows/s | ratio | rows per CPU-second |\n|---|---|---|---|")
     print(f"| one-by-one explain_text loop | {1 / loop:.1f} | 1.0x | {1 / loop_cpu:.1f} |")
-    for name, wall, cpu in (("run_local, float32", f32_wall, f32_cpu), ("run_local, int8", i8_wall, i8_cpu)):
+    for name, wall, cpu in (("run_corpus, float32", f32_wall, f32_cpu), ("run_corpus, int8", i8_wall, i8_cpu)):
         print(f"| {name} | {args.batched / wall:.1f} | {args.batched / wall * loop:.1f}x | {args.batched / cpu:.1f} |")
     print(f"int8 vs float32 on the same {args.batched} rows: {fidelity(exact, approx)}")
     small, large = args.rows
     rows = corpus(large)
     with tempfile.TemporaryDirectory() as out:
-        run_local(model, rows.iloc[:small], out, batch_size=args.batch_size, workers=args.workers,
+        run_corpus(model, rows.iloc[:small], out, batch_size=args.batch_size, workers=args.workers,
                   progress=lambda done, total: None)
         at_small = rss_mib()
         start = time.perf_counter()
-        run_local(model, rows, out, batch_size=args.batch_size, workers=args.workers, progress=lambda done, total: None)
+        run_corpus(model, rows, out, batch_size=args.batch_size, workers=args.workers, progress=lambda done, total: None)
         rate = (large - small) / (time.perf_counter() - start)
         at_large = rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -121,17 +121,17 @@ def main() -> None:
 def ray_vs_local(model_name: str, rows: pd.DataFrame, local_seconds: float, batch_size: int) -> None:
     import ray
 
-    from rollout_core.corpus.ray_engine import run_ray
-
     start = time.perf_counter()
     ray.init(num_cpus=2, include_dashboard=False)
     init = time.perf_counter() - start
     with tempfile.TemporaryDirectory() as out:
         start = time.perf_counter()
-        run_ray(model_name, rows.iloc[:batch_size], Path(out) / "warm", batch_size=batch_size, workers=2)
+        run_corpus(model_name, rows.iloc[:batch_size], Path(out) / "warm", batch_size=batch_size, workers=2,
+                   engine="ray", progress=lambda done, total: None)
         first = time.perf_counter() - start
         start = time.perf_counter()
-        run_ray(model_name, rows, Path(out) / "all", batch_size=batch_size, workers=2)
+        run_corpus(model_name, rows, Path(out) / "all", batch_size=batch_size, workers=2, engine="ray",
+                   progress=lambda done, total: None)
         whole = time.perf_counter() - start
     ray.shutdown()
     print(f"\n| Ray, 2 actors, {len(rows)} rows | seconds | vs local |\n|---|---|---|")

@@ -3,7 +3,7 @@ the compiled Dinic of maths.maxflow beside the scipy path main used before (maxi
 graph, int32 capacities at 2^30), on synthetic attention and on default-text's real attention of a 128-token text;
 flow_cost_estimate against the measured time; mass-pruned flow (maths.flow_bounded) vs exact on diffuse 197-token,
 12-layer attention and on the image page's real case (default-image, pooled readout); the server's budget estimate
-(rollout_core.budget.check_request, as the pages call it) beside the measured time of the page's flow on default-text
+(rollout_core.serving.budget.check_request, as the pages call it) beside the measured time of the page's flow on default-text
 (64-512 tokens) and default-image. All in one run, 1 torch thread; the mass-pruned rows and their exact rows are the
 least time of 3 runs.
 
@@ -156,7 +156,8 @@ def budget_rows() -> None:
     """The budget's estimate of a page's flow vs its measured time: explain with flow minus explain with rollout
     (the same forward pass), each after a warm-up; default-text on the reviews cut at 64-512 tokens, default-image
     on three example images."""
-    from rollout_core import budget, explain
+    from rollout_core import explain
+    from rollout_core.serving import budget
     from rollout_core.data.example_images import example_images
     from rollout_core.inputs.text import encode_text
     from rollout_core.models.loading import load_model

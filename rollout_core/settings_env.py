@@ -68,7 +68,8 @@ def env_folders(name: str) -> list[Path]:
 
 def check_settings() -> None:
     """Parse every ROLLOUT_* setting; raise one `SettingsError` listing each bad one."""
-    from rollout_core import budget, lowmem, result_cache
+    from rollout_core import lowmem
+    from rollout_core.serving import budget, result_cache
     from rollout_core.inputs import images
     from rollout_core.models import loading, size
 

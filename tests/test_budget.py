@@ -11,8 +11,10 @@ import pytest
 import torch
 from streamlit.testing.v1 import AppTest
 
-from rollout_core import budget
-from rollout_core.budget import BudgetError, Cancelled
+from rollout_core import cancel
+from rollout_core.cancel import Cancelled
+from rollout_core.serving import budget
+from rollout_core.serving.budget import BudgetError
 from rollout_core.maths.flow import attention_flow
 from rollout_core.maths.flow_bounded import PRUNED_EDGE_SHARE, flow_cost_estimate
 from rollout_core.models.loading import load_model
@@ -189,11 +191,11 @@ def test_a_waiter_that_gives_up_leaves_the_queue(monkeypatch: pytest.MonkeyPatch
 def test_a_flow_stops_at_its_next_checkpoint_once_asked():
     attentions = torch.softmax(torch.randn(3, 1, 2, 12, 12, generator=torch.Generator().manual_seed(0)), dim=-1)
     solved: list[int] = []
-    with budget.cancellable(lambda: len(solved) >= 5):
+    with cancel.cancellable(lambda: len(solved) >= 5):
         with pytest.raises(Cancelled):
             attention_flow(attentions, progress=lambda done, total: solved.append(done))
     assert len(solved) == 5  # stopped right after the request, not after all 144 problems
-    with budget.cancellable(lambda: False):
+    with cancel.cancellable(lambda: False):
         assert attention_flow(attentions).shape == (1, 12, 12)
 
 

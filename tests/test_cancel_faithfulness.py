@@ -1,12 +1,12 @@
 """Issue 16: integrated gradients, the perturbation scorer and dataset evaluations stop at their checkpoints once
-the session that asked for them is gone (`rollout_core.budget.cancellable`)."""
+the session that asked for them is gone (`rollout_core.cancel.cancellable`)."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from rollout_core import budget
-from rollout_core.budget import Cancelled
+from rollout_core import cancel
+from rollout_core.cancel import Cancelled
 from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.evaluate import evaluate_dataset, summarize
 from rollout_core.faithfulness.scoring import PreparedInput
@@ -36,13 +36,13 @@ def _prepared() -> tuple[PreparedInput, CountingNet]:
 
 def test_integrated_gradients_stop_after_the_first_steps():
     prepared, net = _prepared()
-    with budget.cancellable(lambda: net.calls >= 1):
+    with cancel.cancellable(lambda: net.calls >= 1):
         with pytest.raises(Cancelled):
             attribution.integrated_gradients(prepared, 2, steps=32)
     assert net.calls == 1  # one chunk of 8 of the 32 steps, then stopped
 
     net.calls = 0
-    with budget.cancellable(lambda: False):
+    with cancel.cancellable(lambda: False):
         scores = attribution.integrated_gradients(prepared, 2, steps=32)
     assert net.calls >= attribution.IG_CHUNKS  # the steps ran in chunks, each after a checkpoint
     with torch.no_grad():  # completeness: the attributions add up to f(x) - f(baseline)
@@ -53,7 +53,7 @@ def test_integrated_gradients_stop_after_the_first_steps():
 def test_the_perturbation_scorer_stops_between_batches():
     prepared, net = _prepared()
     keep = torch.ones(3 * 64, 4, dtype=torch.bool)  # three batches of MAX_BATCH = 64
-    with budget.cancellable(lambda: net.calls >= 1):
+    with cancel.cancellable(lambda: net.calls >= 1):
         with pytest.raises(Cancelled):
             prepared.probabilities(keep)
     assert net.calls == 1
@@ -69,7 +69,7 @@ def test_a_dataset_evaluation_stops_between_examples(tiny_handle, tmp_path):
                   "label": ["positive", "0", "positive"]}).to_csv(csv, index=False)
     calls: list[tuple[int, int]] = []
     done: list[dict] = []
-    with budget.cancellable(lambda: len(calls) >= 2):  # stop once the first example is done
+    with cancel.cancellable(lambda: len(calls) >= 2):  # stop once the first example is done
         with pytest.raises(Cancelled):
             evaluate_dataset(tiny_handle("bert"), csv, methods=("rollout",), agreement=False, collect=done,
                              progress=lambda done, total: calls.append((done, total)))

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from rollout_core.corpus.aggregate import class_tokens
-from rollout_core.corpus.engine import read_results, run_local
+from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.corpus.reader import read_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
@@ -20,16 +20,16 @@ def _corpus(n: int) -> pd.DataFrame:
 def test_resume_gives_each_id_once(tiny_handle, tmp_path):
     model = tiny_handle("bert")
     corpus = _corpus(20)
-    run_local(model, corpus.iloc[:7], tmp_path, batch_size=4, chunk_rows=3, progress=lambda done, total: None)
+    run_corpus(model, corpus.iloc[:7], tmp_path, batch_size=4, chunk_rows=3, progress=lambda done, total: None)
     (tmp_path / ".chunk-000099.parquet.tmp").write_bytes(b"half a chunk")  # what a crash leaves
-    run_local(model, corpus, tmp_path, batch_size=4, chunk_rows=3, progress=lambda done, total: None)
+    run_corpus(model, corpus, tmp_path, batch_size=4, chunk_rows=3, progress=lambda done, total: None)
     ids = list(read_results(tmp_path)["id"])
     assert sorted(ids) == sorted(corpus["id"]) and len(ids) == len(set(ids))
     assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_aggregation_matches_naive_loop(tiny_handle, tmp_path):
-    run_local(tiny_handle("bert"), _corpus(12), tmp_path, batch_size=5, progress=lambda done, total: None)
+    run_corpus(tiny_handle("bert"), _corpus(12), tmp_path, batch_size=5, progress=lambda done, total: None)
     results = read_results(tmp_path)
     naive: dict[tuple, list] = {}
     for _, row in results.iterrows():
@@ -58,7 +58,7 @@ def test_reader_errors(tmp_path):
 
 
 def test_top_words_are_the_largest_shares(tiny_handle, tmp_path):
-    run_local(tiny_handle("bert"), _corpus(6), tmp_path, batch_size=4, top_k=3, progress=lambda done, total: None)
+    run_corpus(tiny_handle("bert"), _corpus(6), tmp_path, batch_size=4, top_k=3, progress=lambda done, total: None)
     for _, row in read_results(tmp_path).iterrows():
         ranked = sorted(zip(row["scores"], row["words"]), key=lambda p: -p[0])[:3]
         assert list(row["top_shares"]) == pytest.approx([s for s, _ in ranked])
@@ -68,15 +68,15 @@ def test_top_words_are_the_largest_shares(tiny_handle, tmp_path):
 
 def test_progress_reports_every_batch(tiny_handle, tmp_path):
     seen: list[tuple[int, int]] = []
-    run_local(tiny_handle("bert"), _corpus(10), tmp_path, batch_size=4, chunk_rows=6,
+    run_corpus(tiny_handle("bert"), _corpus(10), tmp_path, batch_size=4, chunk_rows=6,
               progress=lambda done, total: seen.append((done, total)))
     assert seen == [(4, 10), (6, 10), (10, 10)]  # batches inside chunks of 6: 4+2, then 4
 
 
 def test_rerun_with_other_settings_is_refused(tiny_handle, tmp_path):
-    run_local(tiny_handle("bert"), _corpus(4), tmp_path, batch_size=4, progress=lambda done, total: None)
+    run_corpus(tiny_handle("bert"), _corpus(4), tmp_path, batch_size=4, progress=lambda done, total: None)
     with pytest.raises(InputError, match="method 'rollout' \\(now 'attention'\\)"):
-        run_local(tiny_handle("bert"), _corpus(4), tmp_path, method="attention", progress=lambda done, total: None)
+        run_corpus(tiny_handle("bert"), _corpus(4), tmp_path, method="attention", progress=lambda done, total: None)
 
 
 def test_saved_dataset_folder_with_class_labels(tmp_path):
@@ -106,7 +106,7 @@ def test_image_folder_tree(tiny_handle, tmp_path):
     rows = read_corpus(tmp_path / "imgs")
     assert list(rows["id"]) == ["blue/0.png", "blue/1.png", "red/0.png", "red/1.png"]
     assert list(rows["label"]) == ["blue", "blue", "red", "red"]
-    run_local(tiny_handle("vit"), rows, tmp_path / "out", batch_size=3, progress=lambda done, total: None)
+    run_corpus(tiny_handle("vit"), rows, tmp_path / "out", batch_size=3, progress=lambda done, total: None)
     out = read_results(tmp_path / "out")
     assert sorted(out["id"]) == sorted(rows["id"]) and set(out["kind"]) == {"image"}
     for _, row in out.iterrows():

@@ -9,7 +9,7 @@ import torch
 from rollout_core import explain_text
 from rollout_core.compare import word_scores
 from rollout_core.corpus import engine
-from rollout_core.corpus.engine import read_results, run_local
+from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 
 QUIET = lambda done, total: None  # noqa: E731
@@ -25,7 +25,7 @@ def _corpus(n: int) -> pd.DataFrame:
 def test_rows_equal_explain_text_one_by_one_in_input_order(tiny_handle, tmp_path):
     model = tiny_handle("bert")
     corpus = _corpus(11)
-    run_local(model, corpus, tmp_path, batch_size=4, chunk_rows=7, progress=QUIET)  # 2 workers
+    run_corpus(model, corpus, tmp_path, batch_size=4, chunk_rows=7, progress=QUIET)  # 2 workers
     rows = read_results(tmp_path)
     assert list(rows["id"]) == list(corpus["id"])
     for text, (_, row) in zip(corpus["text"], rows.iterrows()):
@@ -51,7 +51,7 @@ def test_batches_hold_similar_lengths(tiny_handle, tmp_path, monkeypatch):
         return real(model_, rows, *args)
 
     monkeypatch.setattr(engine, "explain_rows", spy)
-    run_local(model, corpus, tmp_path, batch_size=6, chunk_rows=24, progress=QUIET)
+    run_corpus(model, corpus, tmp_path, batch_size=6, chunk_rows=24, progress=QUIET)
     lengths = [count[t] for t in corpus["text"]]
     in_order = sum(max(lengths[i:i + 6]) * 6 for i in range(0, 24, 6))
     ranked = sorted(lengths)
@@ -72,7 +72,7 @@ def test_workers_use_one_torch_thread_each_and_restore_the_count(tiny_handle, tm
     before = torch.get_num_threads()
     torch.set_num_threads(2)
     try:
-        run_local(model, _corpus(8), tmp_path, batch_size=2, workers=2, progress=QUIET)
+        run_corpus(model, _corpus(8), tmp_path, batch_size=2, workers=2, progress=QUIET)
         assert seen == [1, 1, 1, 1] and torch.get_num_threads() == 2
     finally:
         torch.set_num_threads(before)

@@ -17,8 +17,10 @@ from PIL import Image
 from cli_driver import assert_one_error_line, run_cli_cases
 from rollout_core import compare
 from rollout_core.corpus import compare_runs as cr
+from rollout_core.corpus.compare_report import comparison_json, report_html
+from rollout_core.corpus.comparison import CorpusComparison
 from rollout_core.corpus.bootstrap import interval, poisson_weights, row_keys
-from rollout_core.corpus.engine import read_results, run_local
+from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data import shapes
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RunsDiffer
@@ -49,7 +51,7 @@ def runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
             ("rollout", "bert", "rollout", corpus, 16), ("attention", "bert", "attention", corpus, 7),
             ("roberta", "roberta", "rollout", corpus, 16),
             ("attention_reversed", "bert", "attention", corpus.iloc[::-1], 11)):
-        made[name] = run_local(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk, progress=_quiet)
+        made[name] = run_corpus(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk, progress=_quiet)
     return made
 
 
@@ -111,7 +113,7 @@ def test_two_tokenizers_give_the_compare_pages_word_alignment(runs, tiny_handle)
         assert result.loc[row_id, "top_k_overlap"] == pytest.approx(want["top_5_overlap"]), row_id
 
 
-def _tables(result: cr.CorpusComparison) -> list[pd.DataFrame]:
+def _tables(result: CorpusComparison) -> list[pd.DataFrame]:
     return [result.examples, result.classes, result.units, result.moved, result.top_lists,
             *[frame.drop(columns=[c for c in frame.columns if c.endswith(("_a", "_b")) and c.startswith(
                 ("words", "starts", "ends", "scores"))]) for frame in result.disagreements.values()]]
@@ -197,11 +199,11 @@ def _copy_run(src: Path, dst: Path, edit=None) -> Path:
 
 def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, tiny_handle) -> None:
     corpus = _corpus()
-    fewer = run_local(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet)
+    fewer = run_corpus(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet)
     with pytest.raises(RunsDiffer, match=r"run A has 60 rows and run B 50; 10 of A's ids are not in B \('r50', "):
         cr.compare_runs(runs["rollout"], fewer)
     changed = corpus.assign(text=[t + (" Truly." if i == 7 else "") for i, t in enumerate(corpus["text"])])
-    other = run_local(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet)
+    other = run_corpus(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet)
     with pytest.raises(RunsDiffer, match=r"same ids but 1 rows differ in their text or label \('r7'\)"):
         cr.compare_runs(runs["rollout"], other)
     relabelled = _copy_run(runs["rollout"], tmp_path / "relabelled", lambda t: t.set_column(
@@ -227,7 +229,7 @@ def image_runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("compare-images")
     corpus = read_corpus(_image_folder(root / "data", 12))
-    return {name: run_local(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet)
+    return {name: run_corpus(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet)
             for name, kind, method in (("vit", "vit", "rollout"), ("vit_attention", "vit", "attention"),
                                        ("wide", "vit-wide", "rollout"))}
 
@@ -257,19 +259,19 @@ def test_image_runs_of_one_model_and_two_methods(image_runs) -> None:
     result = cr.compare_runs(image_runs["vit"], image_runs["vit_attention"])
     assert result.summary["agreement"] == 1.0 and result.summary["rows"] == 12
     assert next(iter(result.maps.values())).shape == (4, 4)
-    page = result.to_html()
+    page = report_html(result)
     assert page.count("<h3>") >= 1 and "fig-map-0" in page
 
 
 def test_report_is_standalone_and_escapes_the_data(runs) -> None:
     result = cr.compare_runs(runs["rollout"], runs["roberta"], examples=60)
-    page = result.to_html()
+    page = report_html(result)
     assert "<script src" not in page and "http://" not in page.split("<script>", 2)[0]
     assert "<img" not in page and "onerror" in page and "&lt;</span>" in page  # shown, escaped, word by word
     assert "<table" in page and page.count('class="pair"') >= 1
     assert "epic" not in page  # r5's combining accent is kept (NFC: "épic"), spans line up with the text
     assert "\u00e9pic" in page
-    data = result.to_json()
+    data = comparison_json(result)
     assert json.loads(json.dumps(data, allow_nan=False)) == data
     assert data["summary"]["rows"] == N and len(data["examples"]) == N
     assert {m["class"] for m in data["moved"]} == set(result.moved["class"])

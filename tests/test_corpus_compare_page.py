@@ -10,7 +10,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
-from rollout_core.corpus.engine import run_local
+from rollout_core.corpus.engine import run_corpus
 from rollout_core.data.sentiment import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,9 +33,9 @@ def _fresh_caches() -> None:
 def corpus_root(tiny_handle, tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("corpus-root")
     quiet = lambda done, total: None  # noqa: E731
-    run_local(tiny_handle("bert"), _corpus(30), root / "a-rollout", progress=quiet)
-    run_local(tiny_handle("bert"), _corpus(30), root / "b-attention", method="attention", progress=quiet)
-    run_local(tiny_handle("bert"), _corpus(20, seed=9), root / "c-other-data", progress=quiet)
+    run_corpus(tiny_handle("bert"), _corpus(30), root / "a-rollout", progress=quiet)
+    run_corpus(tiny_handle("bert"), _corpus(30), root / "b-attention", method="attention", progress=quiet)
+    run_corpus(tiny_handle("bert"), _corpus(20, seed=9), root / "c-other-data", progress=quiet)
     return root
 
 

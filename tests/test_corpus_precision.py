@@ -9,13 +9,13 @@ import pandas as pd
 import pytest
 
 from cli_driver import assert_one_error_line, run_cli_cases
-from rollout_core import malloc
 from rollout_core.corpus import engine
-from rollout_core.corpus.engine import at_precision, check_precision, explain_in_batches, read_results, run_local
+from rollout_core.corpus.engine import at_precision, check_precision, explain_in_batches, read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
-from rollout_core.threads import thread_map
 from rollout_core.models.loading import load_model
+from rollout_core.serving import malloc
+from rollout_core.serving.workers import map_items
 
 QUIET = lambda done, total: None  # noqa: E731
 
@@ -53,11 +53,11 @@ def test_precision_is_validated():
 
 def test_int8_is_recorded_in_the_manifest_and_not_mixed_with_float32(tiny_handle, tmp_path):
     model = tiny_handle("bert")
-    run_local(model, _corpus(6), tmp_path / "f32", batch_size=4, progress=QUIET)
+    run_corpus(model, _corpus(6), tmp_path / "f32", batch_size=4, progress=QUIET)
     assert "precision" not in json.loads((tmp_path / "f32" / engine.MANIFEST).read_text())
     with pytest.raises(InputError, match="precision"):
-        run_local(model, _corpus(6), tmp_path / "f32", batch_size=4, precision="int8", progress=QUIET)
-    run_local(model, _corpus(6), tmp_path / "i8", batch_size=4, precision="int8", progress=QUIET)
+        run_corpus(model, _corpus(6), tmp_path / "f32", batch_size=4, precision="int8", progress=QUIET)
+    run_corpus(model, _corpus(6), tmp_path / "i8", batch_size=4, precision="int8", progress=QUIET)
     assert json.loads((tmp_path / "i8" / engine.MANIFEST).read_text())["precision"] == "int8"
     assert len(read_results(tmp_path / "i8")) == 6
     assert not any("Quantized" in type(m).__name__ for m in model.model.modules())
@@ -88,7 +88,7 @@ class _FakeLibc:
 
 @pytest.fixture
 def fake_libc(monkeypatch):
-    """A stand-in glibc for `rollout_core.malloc` (answer 1: mallopt succeeded), the arena cap forgotten."""
+    """A stand-in glibc for `rollout_core.serving.malloc` (answer 1: mallopt succeeded), the arena cap forgotten."""
     def use(answer: int | None) -> _FakeLibc | None:
         libc = None if answer is None else _FakeLibc(answer)
         monkeypatch.setattr(malloc, "_libc", lambda: libc)
@@ -101,12 +101,12 @@ def fake_libc(monkeypatch):
 
 def test_worker_threads_cap_the_malloc_arenas_once(fake_libc):
     libc = fake_libc(1)
-    with thread_map(1):
-        pass
+    with map_items(lambda: abs, [-1], workers=1) as results:
+        assert list(results) == [1]
     assert libc.calls == []  # no worker threads: nothing to cap
     for _ in range(2):
-        with thread_map(2) as run:
-            assert list(run(abs, [-1, -2])) == [1, 2]
+        with map_items(lambda: abs, [-1, -2], workers=2) as results:
+            assert list(results) == [1, 2]
     assert libc.calls == [(-8, 1)]  # M_ARENA_MAX, once per process
 
 
@@ -114,8 +114,8 @@ def test_arena_cap_is_skipped_off_glibc_and_tolerates_failure(fake_libc, monkeyp
     fake_libc(None)
     assert malloc.limit_arenas() is False
     libc = fake_libc(0)  # mallopt refused
-    with thread_map(2) as run:
-        assert list(run(abs, [-3])) == [3]
+    with map_items(lambda: abs, [-3], workers=2) as results:
+        assert list(results) == [3]
     assert libc.calls == [(-8, 1)] and malloc.limit_arenas() is False
     libc = fake_libc(1)
     monkeypatch.setenv("MALLOC_ARENA_MAX", "4")  # the user's own setting stands

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 from streamlit.testing.v1 import AppTest
 
-from rollout_core.corpus.engine import read_results, run_local
+from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -46,7 +46,7 @@ def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
 def test_page_shows_result_folder(tiny_handle, tmp_path, monkeypatch):
     corpus = _corpus(30)
     corpus.loc[0, "text"] = "<img src=x onerror=alert(1)> was rude"
-    run_local(tiny_handle("bert"), corpus, tmp_path / "run-1", batch_size=8, progress=lambda done, total: None)
+    run_corpus(tiny_handle("bert"), corpus, tmp_path / "run-1", batch_size=8, progress=lambda done, total: None)
     (tmp_path / "not-a-result").mkdir()
     monkeypatch.setenv("ROLLOUT_CORPUS_DIR", str(tmp_path))
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).switch_page("app_pages/corpus.py").run()

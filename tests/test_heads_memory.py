@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 
 from rollout_core.explanation import Explanation
-from rollout_core.result_cache import size_of
+from rollout_core.lru import size_of
 from test_pages_apptest import assert_clean, page
 
 TEXT = "the food was cold but the staff were kind"  # within the tiny model's 64 tokens

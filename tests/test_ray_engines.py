@@ -1,4 +1,5 @@
-"""Ray engines give the local engines' results: corpus rows (200 generated sentences) and evaluation frames.
+"""Ray engines give the local engines' results: corpus rows (200 generated sentences) and evaluation frames, item by
+item, with progress and Stop.
 
 One local Ray with 2 CPUs is started for the module, inside the test process (the issue's set-up); its workers
 run at normal priority (Ray's default is nice 15, which starves them next to the test process on 2 cores).
@@ -11,8 +12,8 @@ import pandas as pd
 import pytest
 import ray
 
-from rollout_core.corpus.engine import read_results, run_local
-from rollout_core.corpus.ray_engine import read_ray_results, run_ray
+from rollout_core import cancel
+from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.faithfulness.evaluate import evaluate_dataset
 
@@ -41,10 +42,11 @@ def local_ray() -> Iterator[None]:
 
 def test_ray_corpus_rows_equal_local_rows(local_ray: None, tiny_model_dir, tiny_handle, tmp_path) -> None:
     corpus = _corpus(200)
-    run_local(tiny_handle("bert"), corpus, tmp_path / "local", batch_size=16, progress=lambda done, total: None)
-    run_ray(str(tiny_model_dir("bert")), corpus, tmp_path / "ray", batch_size=16, workers=2)
+    run_corpus(tiny_handle("bert"), corpus, tmp_path / "local", batch_size=16, progress=lambda done, total: None)
+    run_corpus(str(tiny_model_dir("bert")), corpus, tmp_path / "ray", batch_size=16, workers=2, engine="ray",
+               progress=lambda done, total: None)
     local = read_results(tmp_path / "local").set_index("id").sort_index()
-    remote = read_ray_results(tmp_path / "ray").set_index("id").sort_index()
+    remote = read_results(tmp_path / "ray").set_index("id").sort_index()
     assert list(local.index) == sorted(corpus["id"]) == list(remote.index)
     for column in ("kind", "text", "label", "prediction", "top_words", "words", "starts", "ends"):
         assert list(local[column].map(_plain)) == list(remote[column].map(_plain)), column
@@ -62,3 +64,29 @@ def test_evaluate_on_ray_equals_local(local_ray: None, tiny_model_dir, tmp_path)
                               workers=2)
     pd.testing.assert_frame_equal(local.per_example, remote.per_example)
     pd.testing.assert_frame_equal(local.summary, remote.summary)
+
+
+def test_ray_reports_each_item_and_stops_between_them(local_ray: None, tiny_model_dir, tmp_path) -> None:
+    """Per-item progress and Stop on Ray as on threads: the evaluation's examples one by one, the corpus's batches
+    one by one; a stop asked after the first example keeps that example alone."""
+    source = tmp_path / "eval.csv"
+    _corpus(5).to_csv(source, index=False)
+    model = str(tiny_model_dir("bert"))
+    calls: list[tuple[int, int]] = []
+    evaluate_dataset(model, str(source), ["rollout"], agreement=False, engine="ray", workers=2,
+                     progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(i, 5) for i in range(6)]
+
+    calls.clear()
+    kept: list[dict] = []
+    with cancel.cancellable(lambda: len(calls) >= 2):
+        with pytest.raises(cancel.Cancelled):
+            evaluate_dataset(model, str(source), ["rollout"], agreement=False, engine="ray", workers=2, collect=kept,
+                             progress=lambda done, total: calls.append((done, total)))
+    assert calls == [(0, 5), (1, 5)] and {row["example"] for row in kept} == {0}
+
+    seen: list[tuple[int, int]] = []
+    run_corpus(model, _corpus(40), tmp_path / "corpus", batch_size=8, workers=2, engine="ray",
+               progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(8 * i, 40) for i in range(1, 6)]
+    assert len(read_results(tmp_path / "corpus")) == 40

@@ -9,15 +9,16 @@ import numpy as np
 import pytest
 
 from rollout_core.explanation import Explanation
-from rollout_core import result_cache
-from rollout_core.malloc import limit_heap_growth
-from rollout_core.result_cache import TRIM_BYTES, ByteCache, max_cache_bytes, size_of
+from rollout_core.lru import LRUCache, size_of
+from rollout_core.serving import malloc
+from rollout_core.serving.malloc import limit_heap_growth
+from rollout_core.serving.result_cache import TRIM_BYTES, max_cache_bytes, result_cache
 
 MB = 2**20
 
 
 def test_filling_past_the_bound_keeps_the_total_under_it_and_drops_the_oldest():
-    cache = ByteCache(max_bytes=lambda: 10 * MB)
+    cache = LRUCache(max_bytes=lambda: 10 * MB)
     for i in range(25):
         cache.get_or_compute(i, lambda: np.zeros(MB, dtype=np.uint8))  # 1 MB each
         assert cache.total_bytes <= 10 * MB
@@ -26,7 +27,7 @@ def test_filling_past_the_bound_keeps_the_total_under_it_and_drops_the_oldest():
 
 
 def test_a_hit_makes_an_entry_recent_and_does_not_compute():
-    cache = ByteCache(max_bytes=lambda: 3 * MB)
+    cache = LRUCache(max_bytes=lambda: 3 * MB)
     calls: list[int] = []
 
     def make(i: int):
@@ -41,14 +42,14 @@ def test_a_hit_makes_an_entry_recent_and_does_not_compute():
 
 
 def test_a_value_larger_than_the_bound_is_returned_but_not_kept():
-    cache = ByteCache(max_bytes=lambda: MB)
+    cache = LRUCache(max_bytes=lambda: MB)
     cache.get_or_compute("small", lambda: np.zeros(1000, dtype=np.uint8))
     big = cache.get_or_compute("big", lambda: np.zeros(2 * MB, dtype=np.uint8))
     assert big.nbytes == 2 * MB and cache.keys() == ["small"] and cache.total_bytes == 1000
 
 
 def test_concurrent_requests_for_one_key_compute_once():
-    cache = ByteCache(max_bytes=lambda: MB)
+    cache = LRUCache(max_bytes=lambda: MB)
     calls: list[int] = []
 
     def slow():
@@ -97,7 +98,7 @@ def test_a_large_eviction_hands_the_freed_heap_back_to_the_system():
         pytest.skip("not glibc: nothing to trim")
     block = 512 * 1024  # under the 1 MiB threshold: heap, not mmap
     count = 2 * TRIM_BYTES // block
-    cache = ByteCache(max_bytes=lambda: count * block + 1024)
+    cache = result_cache(max_bytes=lambda: count * block + 1024)
     for i in range(count):
         cache.get_or_compute(i, lambda: np.ones(block, dtype=np.uint8))  # touched: resident
     pin = np.ones(block, dtype=np.uint8)  # allocated after them: the heap cannot shrink from the top
@@ -110,8 +111,8 @@ def test_a_large_eviction_hands_the_freed_heap_back_to_the_system():
 
 def test_a_small_eviction_does_not_trim(monkeypatch):
     trims = []
-    monkeypatch.setattr(result_cache, "release_freed_memory", lambda: trims.append(1))
-    cache = ByteCache(max_bytes=lambda: TRIM_BYTES, size=lambda value: value)
+    monkeypatch.setattr(malloc, "release_freed_memory", lambda: trims.append(1))
+    cache = result_cache(max_bytes=lambda: TRIM_BYTES, size=lambda value: value)
     cache.get_or_compute("a", lambda: TRIM_BYTES // 2)
     cache.get_or_compute("b", lambda: TRIM_BYTES // 2 + 1)  # evicts "a": half of TRIM_BYTES
     assert trims == []
@@ -119,3 +120,19 @@ def test_a_small_eviction_does_not_trim(monkeypatch):
     assert trims == [] and cache.keys() == ["c"]
     cache.get_or_compute("d", lambda: 1)  # evicts "c": TRIM_BYTES
     assert trims == [1]
+
+
+def test_the_one_cache_class_bounds_by_count_by_bytes_or_both():
+    by_count = LRUCache(max_items=lambda: 2)
+    for key in "abc":
+        by_count.put(key, np.zeros(MB, dtype=np.uint8))
+    assert by_count.keys() == ["b", "c"] and by_count.total_bytes == 0  # no byte bound: sizes are not measured
+    both = LRUCache(max_items=lambda: 3, max_bytes=lambda: 10, size=len)
+    for key, value in (("a", b"xxxx"), ("b", b"yyyy"), ("c", b"z")):
+        assert both.put(key, value)
+    assert both.keys() == ["a", "b", "c"] and both.total_bytes == 9
+    both.put("d", b"w")  # the count bound: "a" goes
+    assert both.keys() == ["b", "c", "d"]
+    assert both.peek("b") == b"yyyy" and both.keys() == ["b", "c", "d"]  # peek leaves the order as it is
+    assert both.get("b") == b"yyyy" and both.keys() == ["c", "d", "b"]  # get makes it the most recent
+    assert not both.put("c", b"q" * 11) and both.keys() == ["d", "b"]  # too large: refused, the old value dropped

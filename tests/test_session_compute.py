@@ -18,8 +18,9 @@ from typing import Callable, Iterator
 import pytest
 import streamlit as st
 
-from rollout_core import budget
+from rollout_core import cancel
 from rollout_core.maths import flow
+from rollout_core.serving import budget
 from streamlit_runtime import RUN_SECONDS, open_tab, runtime, wait_for
 
 STOP_SECONDS = 10.0
@@ -35,11 +36,11 @@ class FlowWatch:
         self.cancelled = False
 
     def checkpoint(self) -> None:
-        """`budget.checkpoint`, counted; remembers when it raised `Cancelled`."""
+        """`cancel.checkpoint`, counted; remembers when it raised `Cancelled`."""
         self.solved += 1
         try:
-            budget.checkpoint()
-        except budget.Cancelled:
+            cancel.checkpoint()
+        except cancel.Cancelled:
             self.cancelled = True
             raise
 

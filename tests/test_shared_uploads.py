@@ -8,7 +8,7 @@ from typing import Callable
 import numpy as np
 import pytest
 
-from rollout_core.inputs.upload_store import UploadStore, digest, is_digest
+from rollout_core.serving.upload_store import UploadStore, digest, is_digest
 from test_pages_apptest import assert_clean, chart_count, page, png, texts
 
 

@@ -1,9 +1,9 @@
 """The pages' only way into rollout_core: cached model loads, cached explanations, a compute budget, error boxes.
 
-Models are loaded once per process (`st.cache_resource`). Explanations, layer-view payloads and evaluations live
-in one process-wide `ByteCache` (`results()`), bounded by env ROLLOUT_RESULT_CACHE_MB, least recently used
+Models come from the core's handle cache (`load_model`). Explanations, layer-view payloads and evaluations live
+in one process-wide byte-bounded cache (`results()`), bounded by env ROLLOUT_RESULT_CACHE_MB, least recently used
 first out, keyed on (model, input, `Options`, target): moving the layer slider or changing a display option
-redraws without running the model again. Before a computation the cost is estimated (`rollout_core.budget`):
+redraws without running the model again. Before a computation the cost is estimated (`rollout_core.serving.budget`):
 over the limit it is refused with the estimate; a heavy one waits for one of the server's few heavy slots, and
 stops at its next checkpoint when its session reruns, stops or is closed.
 The core functions are looked up at call time (`explain.explain_text`), so tests can count calls.
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import threading
 import traceback
 from contextlib import contextmanager
 from typing import Any, Callable, Hashable, Iterator
@@ -20,29 +19,26 @@ from typing import Any, Callable, Hashable, Iterator
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
-from rollout_core import budget
+from rollout_core import cancel
 from rollout_core.errors import RolloutError
+from rollout_core.lru import LRUCache
 from rollout_core.options import Options
-from rollout_core.result_cache import ByteCache
-
-_LOAD_LOCK = threading.Lock()
-"""Loads of different models from parallel sessions run one at a time: transformers' lazy imports are not
-thread-safe (two first loads at once raised `ImportError: cannot import name 'CONFIG_MAPPING'`)."""
+from rollout_core.serving import budget
+from rollout_core.serving.result_cache import result_cache
 
 
-@st.cache_resource(max_entries=6, show_spinner=False)
 def load(name: str, allow_pickle: bool = False) -> Any:
-    """A `ModelHandle`, loaded once per process (the core also de-duplicates concurrent loads)."""
+    """A `ModelHandle` from the core's one handle cache (`ROLLOUT_MODEL_CACHE_SIZE` models, one load per model
+    across sessions)."""
     from rollout_core.models import loading
 
-    with _LOAD_LOCK:
-        return loading.load_model(name, allow_pickle=allow_pickle)
+    return loading.load_model(name, allow_pickle=allow_pickle)
 
 
 @st.cache_resource(show_spinner=False)
-def results() -> ByteCache:
+def results() -> LRUCache:
     """The process's one cache of explanations, payloads and evaluations (dropped by `st.cache_resource.clear`)."""
-    return ByteCache()
+    return result_cache()
 
 
 def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> Any:
@@ -57,7 +53,7 @@ def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> A
                                                                f"maximum of long computations; "
                                                                f"{budget.place_in_words(ahead)}.")):
             note.empty()
-            with budget.cancellable(_session_gone()):
+            with cancel.cancellable(_session_gone()):
                 return compute()
 
     return results().get_or_compute(key, heavy)

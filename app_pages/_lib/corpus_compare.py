@@ -12,14 +12,15 @@ from app_pages._lib import core
 from app_pages._lib.inputs import TEXT_PARAM, upload_store
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import MAX_URL_TEXT
-from rollout_core import budget
-from rollout_core.corpus.compare_report import patch_map, side_row
+from rollout_core.corpus.compare_report import patch_map, report_html, side_row
 from rollout_core.corpus.compare_rows import GROUPINGS, KINDS
-from rollout_core.corpus.compare_runs import CorpusComparison, compare_runs
+from rollout_core.corpus.compare_runs import compare_runs
+from rollout_core.corpus.comparison import CorpusComparison
 from rollout_core.corpus.stored_runs import open_run
 from rollout_core.corpus.views import result_folders, row_highlight_html
 from rollout_core.figures import corpus_compare as figures
 from rollout_core.paths import corpus_dir
+from rollout_core.serving import budget
 
 HEAVY_ROWS = 20_000
 """Comparisons of more rows take one of the server's heavy slots."""
@@ -85,7 +86,7 @@ def show() -> None:
 def _draw(key: tuple, result: CorpusComparison) -> None:
     st.markdown(f"**A**: {safe_text(result.describe_a)} · **B**: {safe_text(result.describe_b)}")
     st.markdown(f"**{safe_text(result.summary_line())}**")
-    html = core.cached((*key, "report"), result.to_html)
+    html = core.cached((*key, "report"), lambda: report_html(result))
     st.download_button("Download the report (HTML, works offline)", html, "corpus_compare.html", "text/html",
                        on_click="ignore")
     st.subheader("Per class")

@@ -1,7 +1,7 @@
 """The inputs every page shares: the image picker (an upload or a bundled example) and the text area, with
 their names in the URL.
 
-An upload is kept in a bounded server-side store (`rollout_core.inputs.upload_store`) and named in the URL
+An upload is kept in a bounded server-side store (`rollout_core.serving.upload_store`) and named in the URL
 by its content hash (`upload=<digest>`, replacing `example=`), so a shared link shows that upload, or says
 plainly that this server no longer has it, never another image. A text too long for a URL goes the same way.
 """
@@ -16,7 +16,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.state import MAX_URL_TEXT, param
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
-from rollout_core.inputs.upload_store import UploadStore, is_digest
+from rollout_core.serving.upload_store import UploadStore, is_digest
 
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
 UPLOAD_PARAM = "upload"

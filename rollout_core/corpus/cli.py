@@ -6,7 +6,7 @@ import argparse
 from typing import Sequence
 
 from rollout_core import methods
-from rollout_core.corpus.engine import TOP_K, check_precision
+from rollout_core.corpus.engine import TOP_K, check_precision, run_corpus
 from rollout_core.errors import InputError
 
 
@@ -22,10 +22,10 @@ def _run_parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", default="default-text")
     parser.add_argument("--method", default="rollout", choices=methods.names())
     parser.add_argument("--engine", choices=("local", "ray"), default="local",
-                        help="ray: Ray Data on the cluster in RAY_ADDRESS, or a local Ray")
+                        help="ray: Ray actors on the cluster in RAY_ADDRESS, or a local Ray")
     parser.add_argument("--limit", type=int, default=None, help="only the first N rows")
     parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--chunk-rows", type=int, default=256, help="rows per Parquet chunk (local engine)")
+    parser.add_argument("--chunk-rows", type=int, default=256, help="rows per Parquet chunk")
     parser.add_argument("--workers", type=int, default=2,
                         help="threads of one torch thread each (local engine), or Ray actors (ray engine)")
     parser.add_argument("--top-k", type=int, default=TOP_K, help="top words/patches stored per row")
@@ -88,16 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine == "ray" and args.precision != "float32":
         raise InputError("--precision int8 is for the local engine (--engine local)")
     corpus = read_corpus(args.data, text_column=args.text_column, limit=args.limit)
-    if args.engine == "ray":
-        from rollout_core.corpus.ray_engine import run_ray
-
-        run_ray(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size,
-                workers=args.workers, top_k=args.top_k)
-    else:
-        from rollout_core.corpus.engine import run_local
-        from rollout_core.models.loading import load_model
-
-        run_local(load_model(args.model), corpus, args.out, method=args.method, batch_size=args.batch_size,
-                  chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers, precision=args.precision)
+    run_corpus(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size,
+               chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers, precision=args.precision,
+               engine=args.engine)
     print(f"wrote {len(corpus)} rows to {args.out}")
     return 0

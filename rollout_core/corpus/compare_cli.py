@@ -53,6 +53,7 @@ def main(argv: Sequence[str]) -> int:
         return 0
     from tqdm import tqdm
 
+    from rollout_core.corpus.compare_report import comparison_json, report_html
     from rollout_core.corpus.compare_runs import compare_runs
 
     bars: dict[str, tqdm] = {}
@@ -73,11 +74,11 @@ def main(argv: Sequence[str]) -> int:
             bar.close()
     if args.out:
         try:
-            Path(args.out).write_text(result.to_html(), encoding="utf-8")
+            Path(args.out).write_text(report_html(result), encoding="utf-8")
         except OSError as err:
             raise InputError(f"cannot write the report to {args.out}: {err.strerror or err}") from None
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False, allow_nan=False))
+        print(json.dumps(comparison_json(result), ensure_ascii=False, allow_nan=False))
         if args.out:
             print(f"wrote {args.out}", file=sys.stderr)
         return 0

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import html
 import json
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import plotly.io as pio
 
 from rollout_core.corpus.compare_rows import CELL, GROUPINGS, KINDS, patch_code
+from rollout_core.corpus.comparison import CorpusComparison
 from rollout_core.corpus.views import row_highlight_html
 from rollout_core.figures import corpus_compare as figures
 from rollout_core.figures.standalone import plotly_js, script_json
-
-if TYPE_CHECKING:
-    from rollout_core.corpus.compare_runs import CorpusComparison
 
 _STYLE = """
 body{font-family:system-ui,-apple-system,'Segoe UI',Roboto,sans-serif;margin:1.2rem 2rem;color:#262730;background:#fff}

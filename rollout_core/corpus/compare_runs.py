@@ -14,13 +14,11 @@ per-example table, one small row each):
 from __future__ import annotations
 
 import functools
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 import hashlib
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
@@ -32,8 +30,10 @@ import pyarrow.parquet as pq
 from rollout_core.corpus import compare_rows
 from rollout_core.corpus.bootstrap import FIXED, interval, row_keys
 from rollout_core.corpus.compare_rows import COLUMNS, GROUPINGS, KINDS, Part, Settings
+from rollout_core.corpus.comparison import CorpusComparison
 from rollout_core.corpus.stored_runs import StoredRun, open_run, read_file
 from rollout_core.errors import InputError, RunsDiffer
+from rollout_core.serving.workers import map_items
 
 ITEM_ROWS = 4096
 """Rows per item: what one worker holds of each run at a time."""
@@ -42,59 +42,6 @@ EXAMPLE_IDS = 3
 
 Progress = Callable[[str, int, int], None]
 """Called with (stage, items done, items in the stage) after every item."""
-
-
-@dataclass
-class CorpusComparison:
-    """Two runs compared. Shares are each row's explanation renormalised over the units (words or patches) both
-    runs see; "diff" is B minus A. Tables:
-    - examples: one row per example (id, class, label, both predictions and probabilities, agree, spearman,
-      top_k_overlap, units compared and each side's unit count), in A's stored order;
-    - classes: per class (rows grouped by `by`), rows, prediction agreement, Spearman median, mean top-k overlap;
-    - units: per class and unit seen at least `min_count` times: count, mean_a, mean_b, diff;
-    - moved: per class, the `top` units of largest |diff|, with a bootstrap interval (low, high) over rows;
-    - top_lists: per class, the `top` units by mean share in A and in B, and whether each entered, left or stayed;
-    - disagreements: per kind (`compare_rows.KINDS`), the most disagreeing rows with both sides' units;
-    - maps (image runs): per class, the mean difference map B - A on the patch grid."""
-
-    a: str
-    b: str
-    describe_a: str
-    describe_b: str
-    kind: str
-    by: str
-    summary: dict[str, Any]
-    examples: pd.DataFrame
-    classes: pd.DataFrame
-    units: pd.DataFrame
-    moved: pd.DataFrame
-    top_lists: pd.DataFrame
-    disagreements: dict[str, pd.DataFrame]
-    maps: dict[str, np.ndarray] = field(default_factory=dict)
-    settings: dict[str, Any] = field(default_factory=dict)
-    manifest_a: dict[str, Any] | None = None  # what each run recorded (model, method, ...); None: not recorded
-    manifest_b: dict[str, Any] | None = None
-
-    def summary_line(self) -> str:
-        """Rows, prediction agreement, median and quartiles of the rank correlation, in one line."""
-        s = self.summary
-        rho = ("Spearman undefined on every row" if s["spearman_rows"] == 0 else
-               f"Spearman median {s['spearman_median']:.3f} (quartiles {s['spearman_q1']:.3f} to "
-               f"{s['spearman_q3']:.3f}, {s['spearman_rows']} rows with a defined correlation)")
-        return (f"{s['rows']} rows · predictions agree on {s['agreement']:.1%} · {rho} · "
-                f"top-{s['k']} overlap {s['top_k_overlap']:.3f}")
-
-    def to_json(self) -> dict[str, Any]:
-        """Every figure as JSON values (NaN as null)."""
-        from rollout_core.corpus.compare_report import comparison_json
-
-        return comparison_json(self)
-
-    def to_html(self) -> str:
-        """The standalone offline report (plotly inlined)."""
-        from rollout_core.corpus.compare_report import report_html
-
-        return report_html(self)
 
 
 # ---- census: what rows each run holds ------------------------------------------------------------------------
@@ -292,30 +239,6 @@ def _replicate_worker(settings: Settings, selected: pd.DataFrame, replicates: in
         a, b, _ = _load(item)
         return compare_rows.replicate_part(a, b, settings, selected, replicates, seed)
     return run
-
-
-@contextmanager
-def map_items(make: Callable[[], Callable[[Any], Any]], items: Sequence[Any], *, engine: str = "local",
-              workers: int = 1, address: str | None = None) -> Iterator[Iterator[Any]]:
-    """Stand-in for the map-over-items module (`layers`): `make()(item)` for each item, in order, on threads or
-    on Ray tasks."""
-    if engine == "local" and workers == 1:
-        yield map(make(), items)
-        return
-    if engine == "local":
-        fn = make()
-        with ThreadPoolExecutor(workers) as pool:
-            yield pool.map(fn, items)
-        return
-    try:
-        import ray
-    except ImportError:
-        raise InputError('the ray engine needs Ray: pip install "ray[data]"') from None
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False)
-    task = ray.remote(num_cpus=1)(lambda item: make()(item))
-    refs = [task.remote(item) for item in items]
-    yield (ray.get(ref) for ref in refs)
 
 
 # ---- merging and the finished comparison ---------------------------------------------------------------------

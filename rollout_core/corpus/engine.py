@@ -1,12 +1,15 @@
-"""Local engine: explain a corpus in batches, one Parquet chunk per batch, resumable.
+"""Explain a corpus in batches into a folder of Parquet chunks, resumable, on local threads or Ray actors.
 
-Each chunk is written to a temporary name and renamed into place, so a crash or Ctrl-C leaves only
-whole chunks; a rerun skips every id already present in a chunk.
+The batches are explained by `rollout_core.serving.workers.map_items` (threads of this process, or Ray actors that
+each load the model once); this process writes every chunk (`run_corpus` -> `_write_chunk`), whatever the engine.
+Each chunk is written to a temporary name and renamed into place, so a crash or Ctrl-C leaves only whole chunks; a
+rerun skips every id already present in a chunk.
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import json
 import os
 import sys
@@ -21,6 +24,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
+from rollout_core import methods
 from rollout_core.compare import word_scores, word_shares
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts, text_batches
@@ -29,13 +33,12 @@ from rollout_core.inputs.text import model_max_length, token_counts
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
-from rollout_core.threads import thread_map
+from rollout_core.serving.workers import map_items
 
 TOP_K = 5
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 PRECISIONS = ("float32", "int8")
-INT8_METHODS = ("rollout", "flow", "attention", "sink_free")  # computed from the forward's attention weights alone
 
 SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.string()), ("text", pa.string()), ("label", pa.string()),
@@ -137,12 +140,14 @@ def check_manifest(out: Path, facts: dict[str, Any]) -> None:
 
 
 def check_precision(precision: str, method: str) -> None:
-    """Refuse a precision other than PRECISIONS, and int8 with a method outside INT8_METHODS (the others
-    differentiate the model or read its linear weights, which int8 layers do not offer)."""
+    """Refuse a precision other than PRECISIONS, and int8 with a method that does not read the attention weights
+    alone (`MethodSpec.attention_only`: the others differentiate the model or read its linear weights, which int8
+    layers do not offer)."""
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    if precision == "int8" and method not in INT8_METHODS:
-        raise InputError(f"precision int8 works with the methods {', '.join(INT8_METHODS)}, not {method!r}")
+    if precision == "int8" and not methods.get(method).attention_only:
+        int8 = ", ".join(s.name for s in methods.all_methods() if s.attention_only)
+        raise InputError(f"precision int8 works with the methods {int8}, not {method!r}")
 
 
 def at_precision(handle: ModelHandle, precision: str) -> ModelHandle:
@@ -151,8 +156,8 @@ def at_precision(handle: ModelHandle, precision: str) -> ModelHandle:
     per batch at run time. Per channel: default-text, 512 sentences, half the share error of one scale per
     tensor and 98.6% vs 96.7% of the predictions kept, at the same speed).
     The shared handle is left as it is. The copy keeps the hooks the model holds (transformers records the
-    attentions with hooks), so make it while no other thread is explaining with the handle, as `run_local` does
-    before its workers start."""
+    attentions with hooks), so make it while no other thread is explaining with the handle, as `_row_explainer`
+    does before its worker starts."""
     if precision == "float32":
         return handle
     model = copy.deepcopy(handle.model)
@@ -177,23 +182,37 @@ def length_order(model: Any, rows: pd.DataFrame) -> np.ndarray:
     return np.argsort(token_counts(handle.processor, [str(t) for t in rows["text"]], limit), kind="stable")
 
 
+def _row_explainer(model: Any, method: str, batch_size: int, top_k: int,
+                   precision: str = "float32") -> Callable[[pd.DataFrame], pa.Table]:
+    """A worker's function: `explain_rows` of one batch with `model` (a handle, or a name a Ray actor loads once)
+    at `precision` (the int8 copy made here, once per worker, before the worker explains anything)."""
+    handle = at_precision(model if isinstance(model, ModelHandle) else load_model(model), precision)
+    return lambda batch: explain_rows(handle, batch, method, batch_size, top_k)
+
+
 def explain_in_batches(model: Any, rows: pd.DataFrame, method: str, batch_size: int, top_k: int = TOP_K,
                        progress: Progress | None = None, workers: int = 1) -> pa.Table:
     """`explain_rows` over `rows` in batches of `batch_size` of similar lengths (`length_order`) on `workers`
-    threads (`thread_map`), calling `progress` after each batch; the rows come back in input order."""
+    threads, calling `progress` after each batch; the rows come back in input order."""
     return next(explain_chunks(model, [rows], method, batch_size, top_k, progress, workers))
 
 
 def explain_chunks(model: Any, chunks: list[pd.DataFrame], method: str, batch_size: int, top_k: int = TOP_K,
-                   progress: Progress | None = None, workers: int = 1) -> Iterator[pa.Table]:
+                   progress: Progress | None = None, workers: int = 1, *, engine: str = "local",
+                   address: str | None = None, precision: str = "float32") -> Iterator[pa.Table]:
     """`explain_in_batches` of each of `chunks`, in order, with the batches of all chunks queued on one set of
-    `workers` threads: while a chunk is written the workers go on with the next one, instead of waiting at
-    every chunk's end for its last batch and its writing."""
-    orders = [length_order(model, rows) for rows in chunks]
+    `workers` (`map_items`: threads, or Ray actors with `engine="ray"`): while a chunk is written the workers go on
+    with the next one, instead of waiting at every chunk's end for its last batch and its writing.
+
+    Texts are batched by length when this process holds the model (a handle, or the local engine); Ray given a
+    model name keeps the input order, so that the model is loaded by the actors alone."""
+    sort = engine == "local" or isinstance(model, ModelHandle)
+    orders = [length_order(model, rows) if sort else np.arange(len(rows)) for rows in chunks]
     batches = [[rows.iloc[order[first:first + batch_size]] for first in range(0, len(rows), batch_size)]
                for rows, order in zip(chunks, orders)]
-    with thread_map(workers) as run:
-        tables = run(lambda b: explain_rows(model, b, method, batch_size, top_k), [b for c in batches for b in c])
+    worker_model = model if engine == "local" else model_label(model)
+    make = functools.partial(_row_explainer, worker_model, method, batch_size, top_k, precision)
+    with map_items(make, [b for c in batches for b in c], engine=engine, workers=workers, address=address) as tables:
         for order, chunk_batches in zip(orders, batches):
             done = []
             for batch in chunk_batches:
@@ -203,14 +222,17 @@ def explain_chunks(model: Any, chunks: list[pd.DataFrame], method: str, batch_si
             yield pa.concat_tables(done).take(np.argsort(order))
 
 
-def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
-              batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K, workers: int = 2,
-              precision: str = "float32", progress: Callable[[int, int], None] | None = None) -> Path:
+def run_corpus(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
+               batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K, workers: int = 2,
+               precision: str = "float32", engine: str = "local", address: str | None = None,
+               progress: Callable[[int, int], None] | None = None) -> Path:
     """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
 
-    `workers` threads explain whole batches, each with one torch thread (`thread_map`); 1: the calling thread with
-    torch's own thread count. `precision` "int8": the model's linear layers in int8 (`at_precision`; faster,
-    approximate, recorded in the manifest); "float32": exact.
+    `engine` "local": `workers` threads explain whole batches, each with one torch thread (1: the calling thread
+    with torch's own thread count); "ray": `workers` Ray actors (RAY_ADDRESS or `address`: a cluster), each loading
+    the model by its name. Either way this process writes the chunks, so a Ray run resumes as a local one does.
+    `precision` "int8": the model's linear layers in int8 (`at_precision`; faster, approximate, recorded in the
+    manifest); "float32": exact.
 
     `progress(done, to_do)` is called after every batch; without it a progress bar with rate and time left goes
     to stderr.
@@ -227,8 +249,8 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
     for stale in out.glob(".chunk-*.tmp"):
         stale.unlink()
     todo = corpus[~corpus["id"].isin(done_ids(out))]
-    if precision != "float32" and not todo.empty:
-        model = at_precision(model if isinstance(model, ModelHandle) else load_model(model), precision)
+    if engine == "local" and not todo.empty and not isinstance(model, ModelHandle):
+        model = load_model(model)
     index = len(list(out.glob("chunk-*.parquet")))
     bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
     done = 0
@@ -243,7 +265,8 @@ def run_local(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: 
 
     try:
         chunks = [todo.iloc[first:first + chunk_rows] for first in range(0, len(todo), chunk_rows)]
-        for table in explain_chunks(model, chunks, method, batch_size, top_k, advance, workers):
+        for table in explain_chunks(model, chunks, method, batch_size, top_k, advance, workers, engine=engine,
+                                    address=address, precision=precision):
             _write_chunk(table, out, index)
             index += 1
     finally:

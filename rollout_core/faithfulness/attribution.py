@@ -19,7 +19,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from rollout_core.budget import checkpoint
+from rollout_core.cancel import checkpoint
 from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
 
 IG_STEPS = 32
@@ -51,7 +51,7 @@ def integrated_gradients(
     done = [0]
 
     def forward(inputs: torch.Tensor, *args: Any) -> torch.Tensor:
-        checkpoint()  # a stopped page session stops its integrated gradients here (rollout_core.budget)
+        checkpoint()  # a stopped page session stops its integrated gradients here (rollout_core.cancel)
         out = prepared.forward(inputs, *args)
         done[0] += int(inputs.shape[0])
         if progress is not None:

@@ -18,6 +18,7 @@ methods, data sets). Measures (arrows: which direction is better):
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,7 +27,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from rollout_core.budget import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness.datasets import (
@@ -54,7 +54,7 @@ from rollout_core.faithfulness.measures import (
 )
 from rollout_core.faithfulness.scoring import MAX_BATCH
 from rollout_core.models.handle import ModelHandle
-from rollout_core.threads import thread_map
+from rollout_core.serving.workers import map_items
 
 __all__ = ["AGREEMENT", "BETTER", "DEFAULT_REFERENCES", "GENERATED_SIZE", "IMAGE_SUFFIXES", "MEASURES", "METHODS",
            "NOT_COMPUTED", "RANDOM", "RANDOM_SEEDS", "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item",
@@ -122,7 +122,7 @@ def evaluate_input(
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
-    methods, references = check_methods(methods, handle.modality), check_references(references, handle.modality)
+    methods, references = check_methods(methods, handle.modality, handle), check_references(references, handle.modality)
     result = evaluate_item(handle, Item(input, label, evidence, mask), methods, seeds, options,
                            references=references, progress=progress, batch_size=batch_size)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
@@ -154,43 +154,39 @@ def evaluate_dataset(
     asked for as methods.
     `engine="local"`: the examples spread over `workers` threads of one torch thread each (whole examples per
     core; 1: this thread with torch's own thread count); `engine="ray"`: over `workers` Ray actors (each loads
-    the model once); same rows. `batch_size`: as for `evaluate_input` (the local engine). `collect`: a list the local engine appends each
-    example's rows to as it finishes, so a caller whose run is stopped keeps what was done (`summarize` them).
+    the model once); same rows (`rollout_core.serving.workers.map_items`, either way one example at a time, with
+    `progress` after each and a stop, `rollout_core.cancel`, seen between them). `batch_size`: as for
+    `evaluate_input`. `collect`: a list each example's rows are appended to as it finishes, so a caller whose run
+    is stopped keeps what was done (`summarize` them).
     `data_seed`: another draw of a generated set (0: the one the recorded tables use)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
-    methods = check_methods(methods, handle.modality)
+    methods = check_methods(methods, handle.modality, handle)
     references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")
     if isinstance(data_seed, bool) or not isinstance(data_seed, int) or data_seed < 0:
         raise InputError(f"data_seed must be a whole number >= 0, not {data_seed!r}")
     items = dataset_items(handle, dataset, limit, data_seed)
-    if engine == "ray":
-        from rollout_core.faithfulness.ray_evaluate import evaluate_on_ray
-
-        rows = evaluate_on_ray(model if isinstance(model, (str, os.PathLike)) else handle.name, items, methods,
-                               seeds, options, references, workers=workers, progress=progress)
-    elif engine == "local":
-        if workers < 1:
-            raise InputError("workers must be >= 1")
-        rows = [] if collect is None else collect
+    rows = [] if collect is None else collect
+    worker_model = handle if engine == "local" else str(model if isinstance(model, (str, os.PathLike)) else handle.name)
+    make = functools.partial(_example_evaluator, worker_model, methods, seeds, options, references, batch_size)
+    with map_items(make, list(enumerate(items)), engine=engine, workers=workers) as results:
         if progress is not None:
             progress(0, len(items))
-
-        def one(job: tuple[int, Item]) -> list[dict[str, Any]]:
-            checkpoint()  # before each example: a stopped session stops the evaluation here (rollout_core.budget)
-            return item_rows(handle, job[0], job[1], methods, seeds, options, references, batch_size)
-
-        with thread_map(workers) as run:
-            for done, part in enumerate(run(one, enumerate(items)), start=1):
-                checkpoint()  # a stopped run keeps the examples reported before the stop, no later one
-                rows.extend(part)
-                if progress is not None:
-                    progress(done, len(items))
-    else:
-        raise InputError(f"unknown engine {engine!r}; choose local or ray")
+        for done, part in enumerate(results, start=1):
+            rows.extend(part)  # a stopped run keeps the examples reported before the stop, no later one
+            if progress is not None:
+                progress(done, len(items))
     return summarize(rows, methods, len(items), not_computed(references, methods))
+
+
+def _example_evaluator(model: ModelHandle | str, methods: list[str], seeds: int, options: dict[str, Any],
+                       references: tuple[str, ...], batch_size: int) -> Callable[[tuple[int, Item]], list[dict]]:
+    """A worker's function: `item_rows` of one (index, example) with `model` (a handle, or a name a Ray actor
+    loads once)."""
+    handle = load_handle(model)
+    return lambda job: item_rows(handle, job[0], job[1], methods, seeds, options, references, batch_size)
 
 
 def item_rows(handle: ModelHandle, index: int, item: Item, methods: list[str], seeds: int, options: dict[str, Any],

@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 import torch
 
-from rollout_core.budget import checkpoint
+from rollout_core.cancel import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_token_id
 from rollout_core.models import families

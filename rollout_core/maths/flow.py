@@ -33,7 +33,7 @@ import torch
 if TYPE_CHECKING:  # numba is imported where a flow is solved: the CLI's rollout path never pays for it
     from rollout_core.maths.maxflow import Network
 
-from rollout_core.budget import checkpoint
+from rollout_core.cancel import checkpoint
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
 from rollout_core.maths.rollout import Attentions, as_layers, augment_layer, compute_dtype, layer_range, real_token_mask
@@ -161,7 +161,7 @@ def flow_rows(
 
     def tick() -> None:
         count["done"] += 1
-        checkpoint()  # a stopped page session stops its flow here (rollout_core.budget)
+        checkpoint()  # a stopped page session stops its flow here (rollout_core.cancel)
         if progress is not None:
             progress(count["done"], count["total"])
 

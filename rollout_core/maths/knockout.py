@@ -42,7 +42,7 @@ def coalition_values(run: Callable[[dict[str, torch.Tensor]], torch.Tensor], inp
                      batch: int = KNOCKOUT_BATCH) -> torch.Tensor:
     """(K,) the value of each coalition: the target's log odds when only `readable[k]` (K, n) can be attended to.
     `inputs`: one sample's keyword inputs (batch 1, no attention mask); `run` maps keyword inputs to logits."""
-    from rollout_core.budget import checkpoint
+    from rollout_core.cancel import checkpoint
 
     values = []
     for start in range(0, len(readable), batch):

@@ -3,22 +3,20 @@
 Rules (the same for the Python API, the CLI and the pages), each kept where it is applied:
 - which folder a name means, the allowed roots, pickle weights and custom code: `folders`;
 - building the model (eager attention, size checks, processor): `build`;
-- handles are kept in a least-recently-used cache of env `ROLLOUT_MODEL_CACHE_SIZE` entries (default 3);
-  two threads asking for the same model at once load it once. The security checks run on every call,
+- handles are kept in a least-recently-used cache (`rollout_core.lru.LRUCache`) of env `ROLLOUT_MODEL_CACHE_SIZE`
+  entries (default 3); two threads asking for the same model at once load it once. The security checks run on every call,
   also for cached models.
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import threading
-from collections import OrderedDict
 from pathlib import Path
-from typing import Any
 
 import torch
 
 from rollout_core.errors import ModelLoadError
+from rollout_core.lru import LRUCache
 from rollout_core.models import families
 from rollout_core.models.build import TRANSFORMERS_LOCK, device_for, infer_task, load_folder
 from rollout_core.models.folders import (NO_NETWORK, PICKLE_SUFFIXES, PickleWeightsWarning, allowed_roots,
@@ -63,9 +61,12 @@ def load_model(
     if task is None and resolved.entry is not None and resolved.entry.embedded:
         task = resolved.entry.task
     key = (str(resolved.folder), str(target), task, trust_remote_code, _folder_stamp(resolved.folder))
-    handle = _CACHE.get_or_load(
-        key, lambda: load_folder(resolved.folder, config_dict, target, task, allow_pickle, trust_remote_code)
-    )
+
+    def build() -> ModelHandle:
+        with TRANSFORMERS_LOCK:
+            return load_folder(resolved.folder, config_dict, target, task, allow_pickle, trust_remote_code)
+
+    handle = _CACHE.get_or_compute(key, build)
     return handle if handle.name == name else dataclasses.replace(handle, name=name)
 
 
@@ -98,46 +99,5 @@ def cache_size() -> int:
     return int(env_number("ROLLOUT_MODEL_CACHE_SIZE", DEFAULT_CACHE_SIZE, integer=True, minimum=1))
 
 
-# ----------------------------------------------------------------------------------------------
-# The cache
-
-
-class _HandleCache:
-    """Thread-safe LRU of handles with one lock per key, so concurrent requests load a model once."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._items: OrderedDict[tuple, ModelHandle] = OrderedDict()
-        self._key_locks: dict[tuple, threading.Lock] = {}
-
-    def get_or_load(self, key: tuple, load: Any) -> ModelHandle:
-        with self._lock:
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-            key_lock = self._key_locks.setdefault(key, threading.Lock())
-        with key_lock:
-            with self._lock:
-                if key in self._items:  # another thread loaded it while we waited
-                    self._items.move_to_end(key)
-                    return self._items[key]
-            with TRANSFORMERS_LOCK:
-                handle = load()
-            with self._lock:
-                self._items[key] = handle
-                self._items.move_to_end(key)
-                while len(self._items) > cache_size():
-                    self._items.popitem(last=False)
-                self._key_locks.pop(key, None)
-            return handle
-
-    def keys(self) -> list[tuple]:
-        with self._lock:
-            return list(self._items)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-_CACHE = _HandleCache()
+_CACHE = LRUCache(max_items=cache_size)
+"""The loaded handles, least recently used out first; one load per model across threads."""

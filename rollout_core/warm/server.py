@@ -170,7 +170,7 @@ class _Server:
 
     def _run(self, conn: socket.socket, hello: dict[str, Any]) -> int:
         from rollout_core import cli
-        from rollout_core.budget import cancellable
+        from rollout_core.cancel import cancellable
 
         streams = hello["streams"]
         saved = sys.stdin, sys.stdout, sys.stderr, os.getcwd()

@@ -10,8 +10,9 @@ from typing import Any, Iterator
 import pandas as pd
 import pytest
 
+from rollout_core.corpus.compare_report import report_html
 from rollout_core.corpus.compare_runs import compare_runs
-from rollout_core.corpus.engine import run_local
+from rollout_core.corpus.engine import run_corpus
 from rollout_core.data.sentiment import generate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,14 +34,14 @@ def runs(tiny_handle, tmp_path_factory) -> Path:
     corpus = pd.DataFrame({"id": [f"r{i}" for i in range(40)], "text": texts, "label": [r.label for r in rows]})
     root = tmp_path_factory.mktemp("browser-runs")
     quiet = lambda done, total: None  # noqa: E731
-    run_local(tiny_handle("bert"), corpus, root / "a-rollout", progress=quiet)
-    run_local(tiny_handle("bert"), corpus, root / "b-attention", method="attention", progress=quiet)
+    run_corpus(tiny_handle("bert"), corpus, root / "a-rollout", progress=quiet)
+    run_corpus(tiny_handle("bert"), corpus, root / "b-attention", method="attention", progress=quiet)
     return root
 
 
 def test_report_opens_offline_without_errors(browser: Any, runs: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
-    report.write_text(compare_runs(runs / "a-rollout", runs / "b-attention", examples=40).to_html(), encoding="utf-8")
+    report.write_text(report_html(compare_runs(runs / "a-rollout", runs / "b-attention", examples=40)), encoding="utf-8")
     context = browser.new_context(viewport={"width": 1200, "height": 900})
     requests: list[str] = []
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import hashlib
 import re
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
+
+from rollout_core.lru import LRUCache
 
 DIGEST_CHARS = 16
 """Hex characters of the SHA-256 kept in a link (64 bits: collisions are not a concern at this size)."""
@@ -37,34 +37,28 @@ class Upload:
 
 class UploadStore:
     """Uploads by digest, at most `max_count` of them and `max_bytes` in all; the oldest go first.
-    Safe to share between sessions (one lock); putting an upload again makes it the newest."""
+    Safe to share between sessions; putting an upload again makes it the newest."""
 
     def __init__(self, max_count: int = 64, max_bytes: int = 256 * 2**20) -> None:
         if max_count < 1 or max_bytes < 1:
             raise ValueError("an upload store needs room for at least one item")
         self.max_count, self.max_bytes = max_count, max_bytes
-        self._items: OrderedDict[str, Upload] = OrderedDict()
-        self._lock = threading.Lock()
+        self._cache = LRUCache(max_items=lambda: max_count, max_bytes=lambda: max_bytes,
+                               size=lambda upload: len(upload.data))
 
     def put(self, data: bytes, name: str = "") -> str:
         """Keep `data` (unless larger than the whole store) and return its digest."""
         key = digest(data)
-        with self._lock:
-            self._items.pop(key, None)
-            if len(data) <= self.max_bytes:
-                self._items[key] = Upload(bytes(data), name)
-                while len(self._items) > self.max_count or self.size() > self.max_bytes:
-                    self._items.popitem(last=False)
+        self._cache.put(key, Upload(bytes(data), name))
         return key
 
     def get(self, key: str) -> Upload | None:
         """The upload named `key`, or None when it was never here or has been evicted."""
-        with self._lock:
-            return self._items.get(key)
+        return self._cache.peek(key)  # reading a link does not keep an upload longer
 
     def size(self) -> int:
         """Bytes held."""
-        return sum(len(item.data) for item in self._items.values())
+        return self._cache.total_bytes
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._cache)

@@ -1,6 +1,6 @@
 """A compute budget for a shared server: a request's cost is estimated before it runs and refused above a limit
-with the estimate in words and a cheaper choice; at most a few heavy computations run at once; a computation
-can be stopped from outside at its checkpoints (`cancellable`, `checkpoint`).
+with the estimate in words and a cheaper choice; at most a few heavy computations run at once (stopping one from
+outside at its checkpoints is `rollout_core.cancel`).
 
 Cost model: the only method whose cost explodes is attention flow (the others are one forward pass, plus one
 backward pass for gradient rollout, and are not limited); its estimate is the method's own,
@@ -27,10 +27,6 @@ HEAVY_SECONDS = 2.0
 
 class BudgetError(InputError):
     """A request would cost more than the server allows, or the server is busy; the message says what to do."""
-
-
-class Cancelled(InputError):
-    """A computation was stopped at a checkpoint because whoever asked for it is gone."""
 
 
 def max_seconds() -> float:
@@ -188,29 +184,3 @@ def heavy_slot(wait: float = 30.0, on_wait: Callable[[int], None] | None = None)
         yield
     finally:
         queue.release()
-
-
-_STOP = threading.local()
-
-
-@contextmanager
-def cancellable(should_stop: Callable[[], bool]) -> Iterator[None]:
-    """Within the block, `checkpoint()` in this thread raises `Cancelled` once `should_stop()` is true."""
-    previous = getattr(_STOP, "check", None)
-    _STOP.check = should_stop
-    try:
-        yield
-    finally:
-        _STOP.check = previous
-
-
-def stop_check() -> Callable[[], bool] | None:
-    """The stop check `cancellable` set for this thread (None outside such a block), to hand to worker threads."""
-    return getattr(_STOP, "check", None)
-
-
-def checkpoint() -> None:
-    """Raise `Cancelled` when the computation running in this thread was asked to stop (see `cancellable`)."""
-    check = stop_check()
-    if check is not None and check():
-        raise Cancelled("stopped: the page that asked for this computation was closed or changed")
