@@ -1,8 +1,6 @@
 """`corpus compare` on Ray gives the local figures to the bit (aligned slices and hash buckets), on a local Ray with
-2 CPUs started in the test (workers at normal priority, as in tests/test_ray_engines.py)."""
+2 CPUs started in the test (tests/conftest.py `local_ray`)."""
 from __future__ import annotations
-
-from typing import Iterator
 
 import pandas as pd
 import pytest
@@ -11,18 +9,7 @@ from rollout_core.corpus import compare_runs as cr
 from rollout_core.corpus.engine import run_corpus
 from rollout_core.data.sentiment import generate
 
-ray = pytest.importorskip("ray")
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_worker_niceness", "0")
-        ray.init(num_cpus=2, include_dashboard=False)
-        try:
-            yield
-        finally:
-            ray.shutdown()
+pytest.importorskip("ray")
 
 
 @pytest.mark.slow

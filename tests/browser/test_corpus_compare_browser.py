@@ -39,31 +39,17 @@ def runs(tiny_handle, tmp_path_factory) -> Path:
     return root
 
 
-def test_report_opens_offline_without_errors(browser: Any, runs: Path, tmp_path: Path) -> None:
+def test_report_opens_offline_without_errors(offline_tab: Any, runs: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
     report.write_text(report_html(compare_runs(runs / "a-rollout", runs / "b-attention", examples=40)), encoding="utf-8")
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    requests: list[str] = []
-
-    def refuse(route: Any) -> None:
-        requests.append(route.request.url)
-        route.continue_() if route.request.url.startswith("file:") else route.abort()
-
-    context.route("**/*", refuse)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda err: errors.append(str(err)))
-    tab.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    try:
-        tab.goto(report.as_uri())
-        tab.wait_for_selector("#fig-spearman .main-svg", timeout=WAIT)
-        assert tab.locator("table.data").count() >= 3
-        assert tab.locator(".js-plotly-plot").count() >= 2  # the histogram and a class's moved words
-        assert tab.locator(".pair").count() >= 1 and tab.locator(".pair img").count() == 0
-        assert HOSTILE[:28] in tab.locator("body").inner_text()  # the row's markup, shown as its characters
-        assert errors == [] and all(url.startswith("file:") for url in requests)
-    finally:
-        context.close()
+    tab = offline_tab.tab
+    tab.goto(report.as_uri())
+    tab.wait_for_selector("#fig-spearman .main-svg", timeout=WAIT)
+    assert tab.locator("table.data").count() >= 3
+    assert tab.locator(".js-plotly-plot").count() >= 2  # the histogram and a class's moved words
+    assert tab.locator(".pair").count() >= 1 and tab.locator(".pair img").count() == 0
+    assert HOSTILE[:28] in tab.locator("body").inner_text()  # the row's markup, shown as its characters
+    assert offline_tab.errors == [] and all(url.startswith("file:") for url in offline_tab.requests)
 
 
 @pytest.fixture(scope="module")
