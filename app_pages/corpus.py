@@ -4,7 +4,6 @@ from __future__ import annotations
 import time
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
 from app_pages._lib import core, corpus_compare
@@ -14,7 +13,7 @@ from app_pages._lib.state import param, sync_url
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
-from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
+from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html, word_share_figure
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
 from rollout_core.models import measured
@@ -130,13 +129,10 @@ if results is not None and len(results):
                                      "words that recur."))
     table = class_tokens(results[results["prediction"] == label], min_count=least)
     top = table.head(20)
-    seen = "seen at least once" if least == 1 else f"seen at least {least} times"
     if top.empty:
         st.info(safe_text(f"No word of the {label} rows is seen {least} times or more: lower the minimum."))
     else:
-        st.plotly_chart(px.bar(top, x="word", y="mean_share", hover_data=["count", "top1_share"],
-                               labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
-                               title=f"Words the model leans on for {safe_text(label)} ({seen}; top 20)"))
+        st.plotly_chart(word_share_figure(top, label, least))
         if least == 1:
             st.caption("A word seen once ranks by its one share; raise the minimum to rank only recurring words.")
     st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),
