@@ -60,7 +60,7 @@ def moved_units_figure(moved: pd.DataFrame, cls: str) -> go.Figure:
     fig.update_layout(
         title=f"{label(cls)}: mean share B - A (red: B leans on it more; blue: A did)",
         yaxis=dict(tickmode="array", tickvals=list(range(len(rows))), ticktext=units, automargin=True),
-        xaxis=dict(title="change of the mean share (B - A)", zeroline=True, zerolinecolor="#444"),
+        xaxis=dict(title="change of the mean share (B - A)", zeroline=True, zerolinecolor="#444", exponentformat="e"),
         height=max(240, 40 + 24 * len(rows)), margin=dict(l=20, r=20, t=50, b=50), showlegend=False)
     return fig
 
