@@ -251,7 +251,7 @@ def _default_method(handle: ModelHandle, method: str | None, capture_mode: str) 
         return method, None
     if measured.figures(handle.name) is None:
         return measured.FALLBACK, f"the default: {handle.name} has no measured figures"
-    chosen = measured.default_method(handle.name)
+    chosen = measured.default_method(handle.name, methods.names())
     spec = methods.get(chosen)
     if (capture_mode == "lowmem" and not spec.can_stream) or (handle.task == "seq2seq" and not spec.seq2seq):
         return measured.FALLBACK, (f"the default: the measured default {chosen} cannot run with this capture "

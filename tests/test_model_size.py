@@ -15,7 +15,7 @@ from safetensors.torch import save_file
 
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import loading
-from rollout_core.settings_env import SettingsError
+from rollout_core.settings import SettingsError
 
 
 @pytest.fixture(autouse=True)

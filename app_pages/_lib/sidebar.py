@@ -58,7 +58,7 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     record = measured.figures(model)
     offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
-    for name, default, choices in (("method", measured.default_method(model), offered),
+    for name, default, choices in (("method", measured.default_method(model, methods.names()), offered),
                                    ("fusion", "mean", FUSIONS)):
         param(k(name), default, choices)
     method = st.selectbox("Method", offered, key=k("method"),
@@ -121,7 +121,7 @@ def _figures_caption(record: dict | None, model: str | None) -> None:
     where = safe_text(f"{measured.describe_dataset(record, long=False)}, {record.get('date', '?')}")
     st.caption(f"Figures measured on {where}: "
                f"pointing game ↑ (top position on the deciding region), deletion AUC ↓. Random: {against}. "
-               f"Default: {methods.get(measured.default_method(model)).title}, the best on pointing, then deletion.")
+               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on pointing, then deletion.")
 
 
 def _target(raw: str) -> str | int | None:

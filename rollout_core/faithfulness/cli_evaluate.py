@@ -127,6 +127,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     print(result.markdown() + _not_computed(result))
     print(f"wrote {name}.csv and {name}.md to {out} ({result.count} examples, {seconds:.0f} s)")
     if recorded is not None:
+        from rollout_core import methods
         from rollout_core.models import measured
 
         try:
@@ -135,7 +136,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                                    command=f"python -m rollout_core evaluate {shlex.join(argv)}")
         except OSError as err:
             raise RolloutError(f"could not record the figures of {recorded}: {err}") from err
-        print(f"recorded {recorded}'s figures in {path}; its default method is now {measured.default_method(recorded)}")
+        best = measured.default_method(recorded, methods.names())
+        print(f"recorded {recorded}'s figures in {path}; its default method is now {best}")
     return 0
 
 

@@ -9,7 +9,7 @@ from plotly.colors import get_colorscale
 
 from rollout_core import methods
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 
 SCORE_SCALE = "YlOrRd"
 """Sequential scale for shares (light = little, dark red = much): readable as a text background."""
@@ -22,7 +22,7 @@ HOVER_FORMAT = ".6g"
 """Hover shows values to 6 significant digits; the figure data keeps full float64."""
 
 
-def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+def row_scores(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
     """The (n,) row to draw: final scores, the cumulative result after layer index `layer`
     (`layer_scores[layer]`), or that layer's own fused attention (`layer_attention_scores[layer]`)."""
     if layer is None:
@@ -34,7 +34,7 @@ def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool 
     return np.asarray(source[layer], dtype=np.float64)
 
 
-def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> str:
+def view_title(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> str:
     """Plain words for what a view shows, e.g. "rollout up to layer 4", "attention at layer 4" (a method that
     does not accumulate over layers) or "raw attention of layer 4"."""
     if layer is None:
@@ -81,12 +81,12 @@ def _layer_view(method: str) -> str:
     return methods.get(method).layer_view if method in methods.names() else "raw attention"
 
 
-def model_layer(expl: Explanation, layer: int) -> int:
+def model_layer(expl: ExplanationData, layer: int) -> int:
     """1-based model layer number of layer index `layer` (index 0 = the first rolled-out layer)."""
     return int(expl.settings.get("start_layer") or 0) + int(layer) + 1
 
 
-def _check_layer(expl: Explanation, layer: int) -> None:
+def _check_layer(expl: ExplanationData, layer: int) -> None:
     if not 0 <= int(layer) < expl.num_layers:
         raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
 

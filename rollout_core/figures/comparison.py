@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rollout_core import compare
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     DIFFERENCE_SCALE,
     HOVER_FORMAT,
@@ -20,7 +20,7 @@ from rollout_core.figures._common import (
 from rollout_core.figures.image import DEFAULT_COLORMAP, grid_figure, patch_map
 
 
-def shared_zmax(*expls: Explanation, layer: int | None = None, raw_attention: bool = False) -> float:
+def shared_zmax(*expls: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> float:
     """Top of one colour scale for several explanations: the largest shown share among them."""
     tops = []
     for expl in expls:
@@ -30,8 +30,8 @@ def shared_zmax(*expls: Explanation, layer: int | None = None, raw_attention: bo
 
 
 def comparison_figure(
-    a: Explanation,
-    b: Explanation,
+    a: ExplanationData,
+    b: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -75,8 +75,8 @@ def comparison_figure(
 
 
 def difference_figure(
-    a: Explanation,
-    b: Explanation,
+    a: ExplanationData,
+    b: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -112,11 +112,11 @@ def difference_figure(
     return fig
 
 
-def _compared(a: Explanation, b: Explanation, layer: int | None, raw_attention: bool) -> compare.Comparison:
+def _compared(a: ExplanationData, b: ExplanationData, layer: int | None, raw_attention: bool) -> compare.Comparison:
     return compare.compare(a, b, scores_a=row_scores(a, layer, raw_attention), scores_b=row_scores(b, layer, raw_attention))
 
 
-def _grid_shape(a: Explanation, b: Explanation) -> tuple[int, int]:
+def _grid_shape(a: ExplanationData, b: ExplanationData) -> tuple[int, int]:
     (ra, ca), (rb, cb) = a.grid, b.grid
     return max(ra, rb), max(ca, cb)
 

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from rollout_core.errors import RolloutError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 
 _log = logging.getLogger(__name__)
 _FALLBACK_SIDE = 480  # longer side, in pixels, of a fallback heatmap without an image under it
@@ -123,7 +123,7 @@ FORMULA_STARTS = "=+-@\t\r"
 """First characters that make a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
 
 
-def scores_csv(expl: Explanation) -> bytes:
+def scores_csv(expl: ExplanationData) -> bytes:
     """UTF-8 CSV, one row per position: token, special, character span or patch row/col, raw score, display
     score (blank for special positions), then the raw row after each layer and each layer's own attention.
 
@@ -156,7 +156,7 @@ def scores_csv(expl: Explanation) -> bytes:
     return frame.to_csv(index=False, float_format="%.9g", lineterminator="\r\n").encode("utf-8")
 
 
-def scores_json(expl: Explanation) -> bytes:
+def scores_json(expl: ExplanationData) -> bytes:
     """UTF-8 JSON of `Explanation.to_dict()` (tokens, scores, layer rows, prediction, settings) plus, for
     text with offsets, "words": [[word, start, end, share], ...] as on the pages."""
     out = expl.to_dict()

@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     SCORE_SCALE,
     clean_token,
@@ -33,7 +33,7 @@ def _xml_text(text: str) -> str:
     return escape(visible(text))
 
 
-def token_highlight_svg(expl: Explanation, *, layer: int | None = None, raw_attention: bool = False,
+def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_attention: bool = False,
                         zmax: float | None = None, colorscale: str = SCORE_SCALE, width: int = 640,
                         font_size: int = 14) -> str:
     """The displayed tokens (special ones left out) on backgrounds coloured by their share, 0..`zmax` (default:

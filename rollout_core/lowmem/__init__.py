@@ -35,18 +35,16 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rollout_core import capture
+from rollout_core import capture, settings
 from rollout_core.errors import InputError, UnsupportedModelError
 from rollout_core.lowmem.accumulator import ACTIVE, Accumulator
 from rollout_core.lowmem.paths import STREAM_IMPLEMENTATION, attention_hooks, streaming_implementation
 from rollout_core.lowmem.paths import uses_attention_interface
 from rollout_core.maths.rollout import layer_range
-from rollout_core.settings_env import env_number
 
-__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "STREAM_IMPLEMENTATION", "Streamed", "estimate_full_capture_bytes",
+__all__ = ["STREAM_IMPLEMENTATION", "Streamed", "estimate_full_capture_bytes",
            "estimate_streaming_bytes", "memory_budget_bytes", "streaming_rollout", "uses_attention_interface"]
 
-DEFAULT_MEMORY_BUDGET_MB = 2048
 """Budget for the attentions the plain path keeps, when ROLLOUT_MEMORY_BUDGET_MB is not set."""
 
 
@@ -82,7 +80,7 @@ def estimate_streaming_bytes(n: int, batch: int = 1) -> int:
 
 def memory_budget_bytes() -> int:
     """Budget above which the explain pipeline switches to streaming: env ROLLOUT_MEMORY_BUDGET_MB (MiB)."""
-    megabytes = env_number("ROLLOUT_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB, minimum=0.0, inclusive=False)
+    megabytes = settings.number("ROLLOUT_MEMORY_BUDGET_MB")
     return max(1, int(megabytes * 2**20))
 
 

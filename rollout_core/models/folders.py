@@ -17,6 +17,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rollout_core import settings
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import registry
 from rollout_core.models.build import TRANSFORMERS_LOCK
@@ -41,7 +42,7 @@ class Resolved:
 
 def allowed_roots() -> list[Path]:
     """Roots local model folders must lie under (env ROLLOUT_ALLOWED_MODEL_ROOTS); [] = anywhere."""
-    raw = os.environ.get("ROLLOUT_ALLOWED_MODEL_ROOTS", "")
+    raw = settings.text("ROLLOUT_ALLOWED_MODEL_ROOTS")  # leniently here; check_settings refuses a missing root
     return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from rollout_core import settings
 from rollout_core.errors import ModelLoadError
 from rollout_core.lru import LRUCache
 from rollout_core.models import families
@@ -22,13 +23,11 @@ from rollout_core.models.build import TRANSFORMERS_LOCK, device_for, infer_task,
 from rollout_core.models.folders import (NO_NETWORK, PICKLE_SUFFIXES, PickleWeightsWarning, allowed_roots,
                                          check_folder, resolve)
 from rollout_core.models.handle import ModelHandle
-from rollout_core.settings_env import env_number
 
 __all__ = ["NO_NETWORK", "PICKLE_SUFFIXES", "PickleWeightsWarning", "TASKS", "allowed_roots", "cache_size",
            "cached_names", "clear_cache", "infer_task", "load_model"]
 
 TASKS = tuple(families.TASK_MODALITY)
-DEFAULT_CACHE_SIZE = 3
 MAX_NAME_LENGTH = 255
 
 
@@ -96,7 +95,7 @@ def clear_cache() -> None:
 
 def cache_size() -> int:
     """Capacity of the handle cache: env ROLLOUT_MODEL_CACHE_SIZE (default 3, at least 1)."""
-    return int(env_number("ROLLOUT_MODEL_CACHE_SIZE", DEFAULT_CACHE_SIZE, integer=True, minimum=1))
+    return int(settings.number("ROLLOUT_MODEL_CACHE_SIZE"))
 
 
 _CACHE = LRUCache(max_items=cache_size)

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Prediction
+from rollout_core.explanation_data import Prediction
 from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch, pad_token_id
 from rollout_core.models.handle import ModelHandle
 from rollout_core.pipeline import to_device
