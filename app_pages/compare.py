@@ -9,7 +9,7 @@ from app_pages._lib import core, views
 from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
-from app_pages._lib.sidebar import method_settings, model_picker
+from app_pages._lib.sidebar import loaded, method_settings, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import compare, methods
 from rollout_core.explanation import Explanation
@@ -29,7 +29,8 @@ mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_
 with st.sidebar:
     st.header("Left (A)")
     name_a, pickle_a = model_picker(modality, key="model")
-    method_a, target_a = method_settings(model=name_a)  # starts on the model's measured default
+    method_a, target_a = method_settings(model=name_a, modality=modality,  # starts on its measured default
+                                         handle=loaded(name_a, pickle_a))
     st.header("Right (B)")
     if mode == "models":
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
@@ -40,7 +41,8 @@ with st.sidebar:
             # B starts on another method: plain rollout against the measured default (raw attention if that is it)
             default_a = measured.default_method(name_a, methods.names())
             st.session_state["b_method"] = "rollout" if default_a != "rollout" else "attention"
-        method_b, target_b = method_settings(key="b_", model=name_b)
+        method_b, target_b = method_settings(key="b_", model=name_b, modality=modality,
+                                             handle=loaded(name_b, pickle_b))
 
 if modality == "text":
     source = text_input()

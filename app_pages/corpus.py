@@ -9,7 +9,7 @@ import streamlit as st
 
 from app_pages._lib import core
 from app_pages._lib.safe import safe_text
-from app_pages._lib.sidebar import model_picker
+from app_pages._lib.sidebar import loaded, model_picker
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
@@ -64,8 +64,9 @@ st.caption("Which words does the model lean on across many texts, per predicted 
            "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
 with st.sidebar:
     model_name, allow_pickle = model_picker("text")
-    method = st.selectbox("Method", methods.names(), format_func=lambda n: methods.get(n).title,
-                          key="corpus_method")
+    handle = loaded(model_name, allow_pickle)
+    offered = [s.name for s in methods.runnable(handle)] if handle is not None else list(methods.names())
+    method = st.selectbox("Method", offered, format_func=methods.display_name, key="corpus_method")
 source = st.radio("Source", ["Generated sentences", "Uploaded CSV", "Result folder"], horizontal=True)
 results, evidence = None, {}
 with core.guarded("reading the corpus"):

@@ -12,9 +12,8 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import domain_warning, trust_line
 from app_pages._lib.state import param, sync_url
-from rollout_core import figures
+from rollout_core import figures, methods
 from rollout_core.explanation import Explanation
-from rollout_core.methods.flow import describe
 from rollout_core.figures.image import DEFAULT_COLORMAP
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 
@@ -65,8 +64,8 @@ def show(exp: Explanation | None) -> None:
         views.prediction(exp)
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
-        if describe(exp.settings):
-            st.caption(safe_text(describe(exp.settings)) + ".")
+        if facts := methods.describe(exp.method, exp.settings):
+            st.caption(safe_text(facts) + ".")
         source_size, size = exp.settings.get("source_size"), exp.settings.get("image_size")
         if source_size and size and list(source_size) != list(size):
             how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"

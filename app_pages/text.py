@@ -12,14 +12,13 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
-from rollout_core import figures
-from rollout_core.methods.flow import describe
+from rollout_core import figures, methods
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.explanation import Explanation
 
 st.title("Text")
 
-name, allow_pickle, method, target = model_and_method("text")
+name, allow_pickle, method, target = model_and_method("text", zero_shot=True)
 
 
 def _use_example() -> None:
@@ -90,20 +89,14 @@ def show(exp: Explanation | None) -> None:
     through the cache instead (`request`, `fetch`)."""
     if exp is None:
         return
-    if exp.truncation:
-        cut = exp.truncation
-        st.warning(f"The text is longer than the model's limit: only the first {cut['kept_chars']:,} of "
-                   f"{cut['total_chars']:,} characters ({cut['kept_tokens']} tokens) were explained. "
-                   f"The explained text ends with: “…{safe_text(exp.text[-40:])}”")
     param("hide_special", True)
     specials = "hide" if st.session_state["hide_special"] else "grey"
     left, right = st.columns([1, 2])
     with left:
-        views.unknown_warning(exp, handle.processor)
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
         st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
-        if describe(exp.settings):
-            st.caption(safe_text(describe(exp.settings)) + ".")
+        if facts := methods.describe(exp.method, exp.settings):
+            st.caption(safe_text(facts) + ".")
     with right:
         layer_view(request, specials)
         trust_line(name, allow_pickle, exp, text)
@@ -124,7 +117,7 @@ def show(exp: Explanation | None) -> None:
                            f"{stem}_matrix.png", "image/png", key="text_matrix_png", on_click="ignore")
     else:
         st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
-                + safe_text(describe(exp.settings)) + ".")
+                + safe_text(methods.describe(exp.method, exp.settings)) + ".")
 
 
 show(core.run(f"running {name} and computing {method.method}", fetch) if handle is not None else None)

@@ -267,18 +267,14 @@ def _header(e: Any) -> list[str]:
     default = e.settings.get("method_default")
     method = e.method + (f" ({default})" if default else "")
     lines = [f"model: {e.model_name}   method: {method}   explained: {e.target_description}"]
-    from rollout_core.methods.flow import describe
-
-    if describe(e.settings):
-        lines.append(describe(e.settings))
+    facts = methods.describe(e.method, e.settings)
+    if facts:
+        lines.append(facts)
     if e.extras.get("generated_text") is not None:
         lines.append(f"generated: {e.extras['generated_text']!r}")
     if e.prediction:
         lines.append("prediction: " + ", ".join(f"{p.label!r} {p.probability:.3f}" for p in e.prediction))
-    if e.truncation:
-        t = e.truncation
-        lines.append(f"note: the text was cut to the model's limit: {t['kept_chars']} of {t['total_chars']} "
-                     f"characters ({t['kept_tokens']} tokens) were explained")
+    lines += [f"note: {note}" for note in e.warnings]
     return lines
 
 

@@ -154,9 +154,10 @@ def _text_job(
     if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
         raise InputError("texts must be a non-empty list of strings")
     targets = _per_item_targets(target, len(texts))
-    method, note = _default_method(handle, method, capture)
+    zero_shot = labels is not None
+    method, note = _default_method(handle, method, capture, zero_shot)
     opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture, full_matrix)
+                    keep_heads, capture, full_matrix, zero_shot)
     head = text_head(handle, labels)
     if labels is None and handle.task == "text-classification" and handle.labels and (
             getattr(handle.config, "problem_type", None) != "multi_label_classification"):
@@ -242,7 +243,8 @@ def _handle(model: ModelArg, modality: str) -> ModelHandle:
     return handle
 
 
-def _default_method(handle: ModelHandle, method: str | None, capture_mode: str) -> tuple[str, str | None]:
+def _default_method(handle: ModelHandle, method: str | None, capture_mode: str,
+                    zero_shot: bool = False) -> tuple[str, str | None]:
     """The method to run and, when the caller named none, a note saying why it is that one: the measured best
     of this registry model (models/measured/<name>.json), else rollout."""
     from rollout_core.models import measured
@@ -252,8 +254,7 @@ def _default_method(handle: ModelHandle, method: str | None, capture_mode: str) 
     if measured.figures(handle.name) is None:
         return measured.FALLBACK, f"the default: {handle.name} has no measured figures"
     chosen = measured.default_method(handle.name, methods.names())
-    spec = methods.get(chosen)
-    if (capture_mode == "lowmem" and not spec.can_stream) or (handle.task == "seq2seq" and not spec.seq2seq):
+    if methods.get(chosen).refusal(handle, capture=capture_mode, zero_shot=zero_shot) is not None:
         return measured.FALLBACK, (f"the default: the measured default {chosen} cannot run with this capture "
                                    "or model")
     return chosen, f"the measured default of {handle.name}: best pointing game, then deletion AUC"
@@ -270,6 +271,7 @@ def _noted(explanations: list[Explanation], note: str | None) -> list[Explanatio
 def _options(
     handle: ModelHandle, method: str, head_fusion: str, residual_weight: float, discard_ratio: float,
     start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str, full_matrix: bool = False,
+    zero_shot: bool = False,
 ) -> Options:
     spec = methods.get(method)
     if head_fusion not in HEAD_FUSIONS:
@@ -289,12 +291,7 @@ def _options(
     end = layers if end_layer is None else _layer("end_layer", end_layer, layers + 1)
     if end <= start:
         raise InputError(f"end_layer ({end}) must be greater than start_layer ({start}); the model has {layers} layers")
-    if capture_mode == "lowmem" and not spec.can_stream:
-        streamable = " or ".join(repr(s.name) for s in methods.all_methods() if s.can_stream)
-        raise InputError(f"the low-memory capture computes {streamable} only; choose one of them or capture='full'")
-    if handle.task == "seq2seq" and not spec.seq2seq:
-        allowed = " or ".join(repr(s.name) for s in methods.all_methods() if s.seq2seq)
-        raise InputError(f"for encoder-decoder models choose method {allowed}")
+    methods.check(method, handle, capture=capture_mode, zero_shot=zero_shot)
     return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode,
                    bool(full_matrix))
 

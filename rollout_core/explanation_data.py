@@ -54,6 +54,7 @@ class ExplanationData:
     image: np.ndarray | None = None  # (H, W, 3) uint8 RGB as the model saw it (after resize/crop)
     head_attention: np.ndarray | None = None  # (L, H, n, n) per-head attention, when asked for (keep_heads)
     extras: dict[str, Any] = field(default_factory=dict)  # family-specific views (e.g. seq2seq encoder/decoder)
+    warnings: tuple[str, ...] = ()  # short notes on why the prediction may not be trusted (rollout_core.reliability)
 
     @property
     def num_layers(self) -> int:
@@ -108,6 +109,8 @@ class ExplanationData:
             out["offsets"] = [list(o) for o in self.offsets] if self.offsets is not None else None
         if self.truncation is not None:
             out["truncation"] = self.truncation
+        if self.warnings:
+            out["warnings"] = list(self.warnings)
         if self.grid is not None:
             out["grid"] = list(self.grid)
             out["score_map"] = _floats(self.score_map())

@@ -48,8 +48,8 @@ def summarize(expl: ExplanationData, top_k: int = 3, *, layer: int | None = None
     if sinks and any(sinks["positions"]):
         from rollout_core.maths.sinks import describe_sink_facts
 
-        parts.append(f"Attention sinks: {describe_sink_facts(sinks, expl.tokens)}"
-                     + (" Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual)." if expl.method == "sink_free" else ""))
+        note = spec.summary_note if spec is not None else ""
+        parts.append(f"Attention sinks: {describe_sink_facts(sinks, expl.tokens)}" + (f" {note}" if note else ""))
     if expl.truncation:
         t = expl.truncation
         parts.append(

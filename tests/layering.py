@@ -25,7 +25,7 @@ LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("maths", "pure torch maths, batched, device-agnostic",
      ("maths",)),
     ("models and inputs", "model folders, loading, families, measured records; safe inputs; data sets",
-     ("models", "inputs", "data", "calibration")),
+     ("models", "inputs", "data", "calibration", "reliability")),
     ("capture", "running the model and collecting attentions (full or streaming)",
      ("capture", "lowmem")),
     ("methods", "the method registry: one module per method",

@@ -57,8 +57,22 @@ def test_a_start_layer_below_the_first_tuned_one_is_raised_and_above_it_kept(tin
                                atol=1e-12)
 
 
-def test_without_a_training_record_it_is_alti_rollout(tiny_handle):
+def test_without_a_training_record_it_is_refused_and_not_offered(tiny_handle):
+    """Without a record it would be plain ALTI rollout under another name: refused before any forward pass, with
+    the reason and the methods that can run, and left out of what the pickers offer."""
+    from rollout_core import methods
+    from rollout_core.errors import InputError
+
     handle = tiny_handle("bert")
+    with pytest.raises(InputError, match="fine-tuned blocks are recorded.*choose one of: rollout.*alti"):
+        explain_text(handle, TEXT, method="alti_tuned")
+    offered = [s.name for s in methods.runnable(handle)]
+    assert "alti_tuned" not in offered and "alti" in offered
+
+
+def test_tuned_from_layer_zero_is_alti_rollout(tiny_handle, tuned_from):
+    handle = tiny_handle("bert")
+    tuned_from(handle, 0)
     e, alti = (explain_text(handle, TEXT, method=m) for m in ("alti_tuned", "alti"))
     assert e.settings["first_tuned_layer"] == 0
     np.testing.assert_allclose(e.scores, alti.scores, atol=1e-12)

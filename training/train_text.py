@@ -1,42 +1,59 @@
-"""Fine-tune the default text model's sentiment head: `python -m training.train_text`.
+"""Fine-tune the default text model: `python -m training.train_text [--variant NAME] [--dry-run]`.
 
-all-MiniLM-L6-v2 stays frozen up to its top encoder layers; those layers, the pooler and the classifier
-are trained on generated sentences (rollout_core.data.sentiment, train split), so the prediction is the
-standard [CLS] -> pooler -> classifier path. Seeded; a few minutes on 2 CPU cores. Writes the trained
-parameters (fp16 safetensors) and a json with the settings and held-out metrics to
-rollout_core/assets/text-sentiment/, then prints the accuracies on the generated test split (disjoint words,
-phrases and templates) and on both hand-written natural sets (never used for training or selection).
+all-MiniLM-L6-v2 stays frozen below its lowest trained layer; the trained layers (the variant's `trained_layers`),
+the pooler and the classifier learn from generated text: everyday reviews of many shapes (training.reviews, with
+NEUTRAL statements at the soft target 0.5) mixed with the template sentences of rollout_core.data.sentiment (train
+split), so the prediction is the standard [CLS] -> pooler -> classifier path. The hand-written natural-like
+validation set (rollout_core/data/reviews_validation.csv) picks the epoch and fits the calibration temperature;
+the issue-27 blind reviews and the older hand-written sets are only measured. Trained parameters are stored as
+int8 differences from the pretrained ones (rollout_core.build.deltas) and every figure is measured on the model
+rebuilt from that stored form. Writes rollout_core/assets/text-sentiment/{trained.safetensors,training.json}
+unless --dry-run (then only prints the figures, for comparing variants).
 """
 from __future__ import annotations
 
+import argparse
 import json
 import time
 
 import torch
 
-from training.schedule import warmup_then_linear_decay
+from rollout_core.build import deltas
 from rollout_core.build.text_model import (
     ASSET_DIR, LABELS, SETTINGS_FILE, TRAINED_FILE, base_model_dir, base_state_dict, classifier_config,
 )
 from rollout_core.calibration import classifier_ece, fit_temperature
-from rollout_core.data import sentiment
+from rollout_core.data import sentiment, sentiment_sets
+from training import reviews
+from training.measure_text import measure
+from training.schedule import warmup_then_linear_decay
 
-SETTINGS = {
+BASE = {
     "seed": 0,
-    "train_sentences": 8000,
-    "validation_sentences": 1000,
-    "test_sentences": 2000,
+    "review_sentences": 6000,   # training.reviews.generate (15% of them neutral, target 0.5)
+    "template_sentences": 2000,  # rollout_core.data.sentiment.generate, train split
+    "neutral_share": 0.15,
+    "vader": False,             # short verdicts with VADER lexicon words (distant supervision)
     "trained_layers": [3, 4, 5],
-    "epochs": 3,
+    "epochs": 2,
     "batch_size": 32,
-    "learning_rate": 1.5e-4,
+    "learning_rate": 1e-4,       # of the top layer; each layer below gets layer_decay times the one above
+    "layer_decay": 0.8,
     "weight_decay": 0.01,
     "warmup_fraction": 0.06,
-    "storage_dtype": "float16",
+    "max_tokens": 96,
     "threads": 2,
-    "calibration_seed": 1,  # temperature fitted on validation-split sentences of this seed (training uses `seed`)
-    "calibration_sentences": 1000,
+    "test_sentences": 2000,
 }
+VARIANTS = {
+    "top3": {},
+    "top3-vader": {"vader": True},
+    "all6": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5},
+    "all6-vader": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True},
+}
+"""Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
+DEFAULT_VARIANT = "top3"
+POSITIVE_INDEX = LABELS.index("POSITIVE")
 
 
 def trained_prefixes(layers: list[int]) -> tuple[str, ...]:
@@ -64,12 +81,13 @@ def logits_of(model, tokenizer, texts: list[str], batch_size: int = 64) -> torch
     model.eval()
     out = []
     for start in range(0, len(texts), batch_size):
-        out.append(model(**tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")).logits)
+        batch = tokenizer(texts[start:start + batch_size], padding=True, truncation=True, return_tensors="pt")
+        out.append(model(**batch).logits)
     return torch.cat(out)
 
 
 def positive_probabilities(model, tokenizer, texts: list[str]) -> torch.Tensor:
-    return logits_of(model, tokenizer, texts).softmax(-1)[:, LABELS.index("POSITIVE")]
+    return logits_of(model, tokenizer, texts).softmax(-1)[:, POSITIVE_INDEX]
 
 
 def label_tensor(examples: list[sentiment.TextExample]) -> torch.Tensor:
@@ -79,19 +97,6 @@ def label_tensor(examples: list[sentiment.TextExample]) -> torch.Tensor:
 def accuracy(model, tokenizer, examples: list[sentiment.TextExample]) -> float:
     predicted = logits_of(model, tokenizer, [e.text for e in examples]).argmax(-1)
     return (predicted == label_tensor(examples)).float().mean().item()
-
-
-def calibration(model, tokenizer, settings: dict, held_out: dict[str, list[sentiment.TextExample]]) -> dict:
-    """Temperature fitted (NLL) on generated validation-split sentences of the calibration seed, and the
-    10-bin ECE of every `held_out` set before (T=1) and after it."""
-    fit_on = sentiment.generate(settings["calibration_sentences"], seed=settings["calibration_seed"], split="validation")
-    temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in fit_on]), label_tensor(fit_on))
-    out: dict = {"temperature": temperature}
-    for name, examples in held_out.items():
-        logits, labels = logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples)
-        out[f"{name}_ece_before"] = classifier_ece(logits, labels)
-        out[f"{name}_ece_after"] = classifier_ece(logits, labels, temperature)
-    return out
 
 
 def run_layers(model, hidden: torch.Tensor, mask: torch.Tensor, layers: slice) -> torch.Tensor:
@@ -104,15 +109,16 @@ def run_layers(model, hidden: torch.Tensor, mask: torch.Tensor, layers: slice) -
 
 
 @torch.no_grad()
-def frozen_features(model, tokenizer, texts: list[str], frozen_layers: int, batch_size: int = 64) -> list[torch.Tensor]:
-    """Hidden states after the frozen layers, one (tokens, hidden) tensor per text, computed once.
-
-    The frozen part runs in eval mode (no dropout), so these are exactly its states in the full model.
-    """
+def frozen_features(model, tokenizer, texts: list[str], frozen_layers: int, max_tokens: int,
+                    batch_size: int = 64) -> list[torch.Tensor]:
+    """Hidden states after the frozen layers (embeddings when none), one (tokens, hidden) tensor per text,
+    computed once. The frozen part runs in eval mode (no dropout), so these are exactly its states in the full
+    model."""
     model.eval()
     out = []
     for start in range(0, len(texts), batch_size):
-        batch = tokenizer(texts[start:start + batch_size], padding=True, return_tensors="pt")
+        batch = tokenizer(texts[start:start + batch_size], padding=True, truncation=True, max_length=max_tokens,
+                          return_tensors="pt")
         mask = batch["attention_mask"].bool()
         hidden = model.bert.embeddings(input_ids=batch["input_ids"], token_type_ids=batch["token_type_ids"])
         hidden = run_layers(model, hidden, mask, slice(0, frozen_layers))
@@ -121,7 +127,8 @@ def frozen_features(model, tokenizer, texts: list[str], frozen_layers: int, batc
 
 
 def top_logits(model, features: list[torch.Tensor], frozen_layers: int) -> torch.Tensor:
-    """The trained part of the model (top encoder layers, pooler, classifier) on cached features."""
+    """The trained part of the model (encoder layers from `frozen_layers` on, pooler, classifier) on cached
+    features."""
     hidden = torch.nn.utils.rnn.pad_sequence(features, batch_first=True)
     lengths = torch.tensor([len(f) for f in features])
     mask = torch.arange(hidden.shape[1])[None, :] < lengths[:, None]
@@ -129,12 +136,12 @@ def top_logits(model, features: list[torch.Tensor], frozen_layers: int) -> torch
     return model.classifier(model.dropout(model.bert.pooler(hidden)))
 
 
-def _check_top_path(model, tokenizer, texts: list[str], frozen_layers: int) -> None:
+def _check_top_path(model, tokenizer, texts: list[str], frozen_layers: int, max_tokens: int) -> None:
     """The cached path must reproduce the full model's logits, or training would fit something else."""
     model.eval()
     with torch.no_grad():
         full = model(**tokenizer(texts, padding=True, return_tensors="pt")).logits
-        top = top_logits(model, frozen_features(model, tokenizer, texts, frozen_layers), frozen_layers)
+        top = top_logits(model, frozen_features(model, tokenizer, texts, frozen_layers, max_tokens), frozen_layers)
     if not torch.allclose(full, top, atol=1e-4):
         raise RuntimeError(f"cached top-layer path differs from the full model by {(full - top).abs().max():.2e}")
 
@@ -147,81 +154,153 @@ def _set_train_mode(model, frozen_layers: int) -> None:
         layer.eval()
 
 
-def train(settings: dict = SETTINGS) -> tuple[dict[str, torch.Tensor], dict]:
-    """Train; return the trained parameters (rounded to the storage dtype) and the metrics."""
+def _parameter_groups(model, settings: dict) -> list[dict]:
+    """One AdamW group per trained encoder layer, its learning rate `layer_decay` times the one above; the
+    pooler and classifier at the full rate."""
+    top = max(settings["trained_layers"])
+    groups = []
+    for i in settings["trained_layers"]:
+        params = [p for n, p in model.named_parameters() if n.startswith(f"bert.encoder.layer.{i}.")]
+        groups.append({"params": params, "lr": settings["learning_rate"] * settings["layer_decay"] ** (top - i)})
+    head = [p for n, p in model.named_parameters() if n.startswith(("bert.pooler.", "classifier."))]
+    return groups + [{"params": head, "lr": settings["learning_rate"]}]
+
+
+def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
+    """Texts and their target probability of POSITIVE: generated reviews, then template sentences."""
+    made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
+                            neutral_share=settings["neutral_share"], vader=settings["vader"])
+    templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
+    texts = [r.text for r in made] + [e.text for e in templates]
+    targets = [r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
+    return texts, torch.tensor(targets)
+
+
+def length_batches(lengths: torch.Tensor, batch_size: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """Shuffled batches of similar length (little padding): a random order, sorted by length within windows of
+    50 batches, cut into batches, the batches shuffled."""
+    order = torch.randperm(len(lengths), generator=generator)
+    window = 50 * batch_size
+    batches = []
+    for start in range(0, len(order), window):
+        chunk = order[start:start + window]
+        chunk = chunk[torch.argsort(lengths[chunk], stable=True)]
+        batches += list(chunk.split(batch_size))
+    return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+
+def stored_state(model, settings: dict, base: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    prefixes = trained_prefixes(settings["trained_layers"])
+    trained = {k: v for k, v in model.state_dict().items() if k.startswith(prefixes)}
+    return deltas.quantise(trained, base)
+
+
+def validation_score(model, tokenizer) -> dict:
+    """Accuracy and NLL (at T=1) on the natural-like validation reviews: what picks the epoch."""
+    examples, _ = sentiment_sets.validation_reviews()
+    logits, labels = logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples)
+    return {"accuracy": round((logits.argmax(-1) == labels).float().mean().item(), 4),
+            "nll": round(torch.nn.functional.cross_entropy(logits, labels).item(), 4)}
+
+
+def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
+    """Train; return the stored parameters (int8 differences) and the metrics of the model rebuilt from them."""
     torch.set_num_threads(settings["threads"])
     started = time.perf_counter()
     model, tokenizer = make_model(settings)
-    seed, frozen = settings["seed"], min(settings["trained_layers"])
-    train_set = sentiment.generate(settings["train_sentences"], seed=seed, split="train")
-    validation = sentiment.generate(settings["validation_sentences"], seed=seed, split="validation")
-    _check_top_path(model, tokenizer, [e.text for e in validation[:8]], frozen)
-    features = frozen_features(model, tokenizer, [e.text for e in train_set], frozen)
-    labels = torch.tensor([LABELS.index(e.label) for e in train_set])
-    params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=settings["learning_rate"], weight_decay=settings["weight_decay"])
-    steps = settings["epochs"] * -(-len(train_set) // settings["batch_size"])
+    base = {k: v.clone() for k, v in model.state_dict().items()}
+    frozen = min(settings["trained_layers"])
+    texts, targets = training_data(settings)
+    _check_top_path(model, tokenizer, texts[:8], frozen, settings["max_tokens"])
+    features = frozen_features(model, tokenizer, texts, frozen, settings["max_tokens"])
+    lengths = torch.tensor([len(f) for f in features])
+    print(f"{len(texts)} training texts, features in {time.perf_counter() - started:.0f} s", flush=True)
+    soft = torch.stack([1 - targets, targets], 1) if POSITIVE_INDEX == 1 else torch.stack([targets, 1 - targets], 1)
+    optimizer = torch.optim.AdamW(_parameter_groups(model, settings), weight_decay=settings["weight_decay"])
+    steps = settings["epochs"] * -(-len(texts) // settings["batch_size"])
     schedule = warmup_then_linear_decay(optimizer, steps, settings["warmup_fraction"])
-    generator = torch.Generator().manual_seed(seed)
-    history = []
+    generator = torch.Generator().manual_seed(settings["seed"])
+    history, best = [], None
     for epoch in range(settings["epochs"]):
         _set_train_mode(model, frozen)
-        order = torch.randperm(len(train_set), generator=generator)
         total = 0.0
-        for start in range(0, len(order), settings["batch_size"]):
-            idx = order[start:start + settings["batch_size"]]
+        for idx in length_batches(lengths, settings["batch_size"], generator):
             logits = top_logits(model, [features[i] for i in idx], frozen)
-            loss = torch.nn.functional.cross_entropy(logits, labels[idx])
+            loss = torch.nn.functional.cross_entropy(logits, soft[idx])
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
             schedule.step()
             total += loss.item() * len(idx)
-        history.append({"epoch": epoch + 1, "train_loss": round(total / len(order), 4),
-                        "validation_accuracy": accuracy(model, tokenizer, validation)})
-        print(f"epoch {epoch + 1}: {history[-1]} ({time.perf_counter() - started:.0f} s)", flush=True)
-    dtype = getattr(torch, settings["storage_dtype"])
-    prefixes = trained_prefixes(settings["trained_layers"])
-    trained = {k: v.detach().to(dtype).contiguous() for k, v in model.state_dict().items() if k.startswith(prefixes)}
-    model.load_state_dict({k: v.float() for k, v in trained.items()}, strict=False)  # measure what is stored
-    test = sentiment.generate(settings["test_sentences"], seed=seed, split="test")
+        score = validation_score(model, tokenizer)
+        history.append({"epoch": epoch + 1, "train_loss": round(total / len(texts), 4), "validation": score,
+                        "seconds": round(time.perf_counter() - started)})
+        print(f"epoch {epoch + 1}: {history[-1]}", flush=True)
+        key = (score["accuracy"], -score["nll"])
+        if best is None or key > best[0]:
+            best = (key, epoch + 1, stored_state(model, settings, base))
+    _, best_epoch, stored = best
+    model.load_state_dict(deltas.merge(base, stored), strict=False)  # measure what is stored
+    model.eval()
+    examples, _ = sentiment_sets.validation_reviews()
+    temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples))
+    test = sentiment.generate(settings["test_sentences"], seed=settings["seed"], split="test")
     check = sentiment.EXAMPLE_SENTENCES[0]
+    test_logits = logits_of(model, tokenizer, [e.text for e in test])
     metrics = {
-        "validation_accuracy": accuracy(model, tokenizer, validation),
-        "test_accuracy": accuracy(model, tokenizer, test),
+        "chosen_epoch": best_epoch,
+        "test_accuracy": (test_logits.argmax(-1) == label_tensor(test)).float().mean().item(),
         **{f"test_accuracy_{part}": accuracy(model, tokenizer,
                                              [e for e in test if sentiment.decided_by_implied(e) == implied])
            for part, implied in (("polar", False), ("implied", True))},
-        **{f"{name}_accuracy": accuracy(model, tokenizer, sentiment.natural(path))
-           for name, path in sentiment.NATURAL_SETS.items()},
-        "mixed_reviews_accuracy": accuracy(model, tokenizer, sentiment.mixed_reviews()),
-        "calibration": calibration(model, tokenizer, settings,
-                                   {"test": test, "natural_blind": sentiment.natural(sentiment.NATURAL_BLIND_CSV)}),
+        "hand_written": measure(model, tokenizer, temperature),
+        "calibration": {"temperature": temperature, "fitted_on": "reviews_validation.csv (96 reviews, NLL)",
+                        "test_ece_before": classifier_ece(test_logits, label_tensor(test)),
+                        "test_ece_after": classifier_ece(test_logits, label_tensor(test), temperature)},
         "history": history,
         "train_seconds": round(time.perf_counter() - started, 1),
         "check": {"text": check, "positive_probability": positive_probabilities(model, tokenizer, [check]).item()},
     }
-    return trained, metrics
+    return stored, metrics
+
+
+def summary(metrics: dict) -> str:
+    hand = metrics["hand_written"]
+    lines = [f"generated test accuracy {metrics['test_accuracy']:.4f} (polar {metrics['test_accuracy_polar']:.4f}, "
+             f"implied {metrics['test_accuracy_implied']:.4f}); epoch {metrics['chosen_epoch']}; "
+             f"temperature {metrics['calibration']['temperature']:.3f}"]
+    for name, figures in hand.items():
+        if isinstance(figures, dict):
+            lines.append(f"  {name}: {figures}")
+    return "\n".join(lines)
 
 
 def main() -> None:
     import transformers
     from safetensors.torch import save_file
 
-    trained, metrics = train(SETTINGS)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--variant", choices=sorted(VARIANTS), default=DEFAULT_VARIANT)
+    parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing")
+    parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON", help="override a setting (experiments)")
+    args = parser.parse_args()
+    settings = {**BASE, **VARIANTS[args.variant], "variant": args.variant}
+    for item in args.set:
+        key, value = item.split("=", 1)
+        if key not in settings:
+            parser.error(f"unknown setting {key!r}")
+        settings[key] = json.loads(value)
+    stored, metrics = train(settings)
+    print(summary(metrics))
+    print(json.dumps({"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"}}))
+    if args.dry_run:
+        return
     ASSET_DIR.mkdir(parents=True, exist_ok=True)
-    save_file(trained, TRAINED_FILE, metadata={"format": "pt"})
-    record = {"settings": SETTINGS, "metrics": {k: v for k, v in metrics.items() if k != "check"},
+    save_file(stored, TRAINED_FILE, metadata={"format": "pt"})
+    record = {"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"},
               "check": metrics["check"], "versions": {"torch": torch.__version__,
                                                       "transformers": transformers.__version__}}
     SETTINGS_FILE.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"generated test accuracy: {metrics['test_accuracy']:.4f} ({SETTINGS['test_sentences']} sentences; "
-          f"{metrics['test_accuracy_polar']:.4f} where polar words decide, {metrics['test_accuracy_implied']:.4f} "
-          f"where an implied phrase does)")
-    for name, path in sentiment.NATURAL_SETS.items():
-        print(f"{name} set accuracy: {metrics[f'{name}_accuracy']:.4f} ({len(sentiment.natural(path))} sentences)")
-    print(f"mixed reviews accuracy: {metrics['mixed_reviews_accuracy']:.4f} ({len(sentiment.mixed_reviews())} reviews)")
-    print(f"calibration: {metrics['calibration']}")
     print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
 
 

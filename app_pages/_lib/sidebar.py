@@ -1,11 +1,14 @@
 """The sidebar every page shares: model picker and method settings, all kept in the URL."""
 from __future__ import annotations
 
+from typing import Any
+
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core import methods
+from rollout_core.errors import RolloutError
 from rollout_core.models import measured, registry
 from rollout_core.options import HEAD_FUSIONS, Options
 
@@ -51,16 +54,27 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
 
 
 def method_settings(key: str = "", target_help: str | None = None, model: str | None = None,
-                    modality: str | None = None) -> tuple[Options, str | int | None]:
+                    modality: str | None = None, handle: Any = None, zero_shot: bool = False,
+                    ) -> tuple[Options, str | int | None]:
     """Method, head fusion, residual weight, discard ratio, start layer (the `Options`) and the target (None:
     predicted); `key` prefixes the URL names. With `model`, the picker starts on its measured default and shows
-    each method's measured figures."""
+    each method's measured figures. With the loaded `handle`, it offers only the methods that can run on it
+    (`methods.runnable`; `zero_shot`: the page gives zero-shot labels), else those of `modality`."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     record = measured.figures(model)
-    offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
-    for name, default, choices in (("method", measured.default_method(model, methods.names()), offered),
-                                   ("fusion", "mean", FUSIONS)):
-        param(k(name), default, choices)
+    if handle is not None:
+        offered = [s.name for s in methods.runnable(handle, zero_shot=zero_shot)]
+    else:
+        offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
+    default = measured.default_method(model, methods.names())
+    default = default if default in offered else offered[0]
+    for name, first, choices in (("method", default, offered), ("fusion", "mean", FUSIONS)):
+        param(k(name), first, choices)
+    stale = st.session_state[k("method")]
+    if stale not in offered:  # chosen for another model or input: say why it is not offered here
+        why = methods.get(stale).refusal(handle, zero_shot=zero_shot) if handle is not None else None
+        st.caption(safe_text(f"{methods.display_name(stale)} cannot run here" + (f": {why}." if why else ".")))
+        st.session_state[k("method")] = default
     method = st.selectbox("Method", offered, key=k("method"),
                           format_func=lambda m: method_label(m, record))
     _figures_caption(record, model)
@@ -86,15 +100,29 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
                    start_layer=int(start)), _target(target)
 
 
-def model_and_method(modality: str, method_header: str = "Method"
+def model_and_method(modality: str, method_header: str = "Method", zero_shot: bool = False,
                      ) -> tuple[str, bool, Options, str | int | None]:
-    """The sidebar of a one-model page: the model picker and the method settings under their headers.
+    """The sidebar of a one-model page: the model picker and the method settings under their headers (offering
+    the methods that can run on the model; `zero_shot`: the page gives a sentence encoder zero-shot labels).
     Returns (name, allow_pickle, options, target)."""
     with st.sidebar:
         st.header("Model")
         name, allow_pickle = model_picker(modality)
         st.header(method_header)
-        return name, allow_pickle, *method_settings(model=name, modality=modality)
+        return name, allow_pickle, *method_settings(model=name, modality=modality,
+                                                    handle=loaded(name, allow_pickle), zero_shot=zero_shot)
+
+
+def loaded(name: str, allow_pickle: bool) -> Any:
+    """The model's handle for the pickers, or None when it does not load (the page shows why)."""
+    from app_pages._lib import core
+
+    if not name:
+        return None
+    try:
+        return core.load(name, allow_pickle)
+    except RolloutError:
+        return None
 
 
 def method_label(method: str, record: dict | None) -> str:

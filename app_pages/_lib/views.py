@@ -12,7 +12,10 @@ from rollout_core import figures
 
 
 def prediction(exp: Any, title: str = "Prediction") -> None:
-    """Top labels with probabilities, or a note for backbones / encoders without a classifier."""
+    """Top labels with probabilities (or a note for backbones / encoders without a classifier), then the
+    explanation's warnings (text the model cannot read, an uncertain prediction, a cut text)."""
+    for note in getattr(exp, "warnings", ()):
+        st.warning(safe_text(note))
     if not exp.prediction:
         st.info("Backbone: no classifier. The map explains the pooled representation "
                 f"({safe_text(exp.target_description)}).")
@@ -24,17 +27,6 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.ProgressColumn(format="%.3f", min_value=0.0,
                                                                                max_value=1.0)})
-
-
-def unknown_warning(exp: Any, tokenizer: Any) -> None:
-    """A warning above the prediction when most of the explained text is the tokenizer's unknown token."""
-    from rollout_core.inputs.unknown import confidence_note, unknown_share
-
-    top = exp.prediction[0] if exp.prediction else None
-    note = confidence_note(unknown_share(tokenizer, exp.text, max(len(exp.tokens), 2)),
-                           None if top is None else top.label, None if top is None else top.probability)
-    if note:
-        st.warning(safe_text(note))
 
 
 def layer_index(layer: int) -> int:

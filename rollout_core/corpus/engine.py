@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
+from rollout_core import methods
 from rollout_core.compare import word_scores, word_shares
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts, text_batches
@@ -38,7 +39,6 @@ TOP_K = 5
 SCHEMA_VERSION = 2
 MANIFEST = "manifest.json"
 PRECISIONS = ("float32", "int8")
-INT8_METHODS = ("rollout", "flow", "attention", "sink_free")  # computed from the forward's attention weights alone
 
 SCHEMA = pa.schema([
     ("id", pa.string()), ("kind", pa.string()), ("text", pa.string()), ("label", pa.string()),
@@ -140,12 +140,14 @@ def check_manifest(out: Path, facts: dict[str, Any]) -> None:
 
 
 def check_precision(precision: str, method: str) -> None:
-    """Refuse a precision other than PRECISIONS, and int8 with a method outside INT8_METHODS (the others
-    differentiate the model or read its linear weights, which int8 layers do not offer)."""
+    """Refuse a precision other than PRECISIONS, and int8 with a method that does not read the attention weights
+    alone (`MethodSpec.attention_only`: the others differentiate the model or read its linear weights, which int8
+    layers do not offer)."""
     if precision not in PRECISIONS:
         raise InputError(f"precision must be one of {', '.join(PRECISIONS)}, not {precision!r}")
-    if precision == "int8" and method not in INT8_METHODS:
-        raise InputError(f"precision int8 works with the methods {', '.join(INT8_METHODS)}, not {method!r}")
+    if precision == "int8" and not methods.get(method).attention_only:
+        int8 = ", ".join(s.name for s in methods.all_methods() if s.attention_only)
+        raise InputError(f"precision int8 works with the methods {int8}, not {method!r}")
 
 
 def at_precision(handle: ModelHandle, precision: str) -> ModelHandle:

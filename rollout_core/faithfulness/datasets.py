@@ -35,12 +35,15 @@ def load_handle(model: Any, modality: str = "text", check: bool = False) -> Mode
     return handle
 
 
-def check_methods(methods: Sequence[str] | None, modality: str) -> list[str]:
+def check_methods(methods: Sequence[str] | None, modality: str, handle: ModelHandle | None = None) -> list[str]:
     """The asked methods, known, for `modality` and without repeats (one name may be given as a string);
-    None: every registered method that explains that modality."""
+    None: every registered method that explains that modality. With `handle`: the methods that can run on it
+    (`methods.runnable`; a named one that cannot is refused with its reason)."""
     from rollout_core import methods as registry
 
     if methods is None:
+        if handle is not None:
+            return [s.name for s in registry.runnable(handle) if s.name in METHODS]
         return [m for m in METHODS if modality in registry.get(m).modalities]
     if isinstance(methods, str):
         methods = [methods]
@@ -54,6 +57,12 @@ def check_methods(methods: Sequence[str] | None, modality: str) -> list[str]:
         which = "it" if len(other) == 1 else "them"
         raise InputError(f"{', '.join(other)} cannot explain {modality} inputs; leave {which} out (without a method "
                          f"list every method for {modality} is measured)")
+    for m in methods:
+        if handle is not None and m in METHODS:
+            refusal = registry.get(m).refusal(handle)
+            if refusal is not None:
+                raise type(refusal)(f"{refusal}; leave it out (without a method list every method that can run "
+                                    "on the model is measured)")
     return list(dict.fromkeys(methods))
 
 

@@ -122,7 +122,7 @@ def evaluate_input(
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
-    methods, references = check_methods(methods, handle.modality), check_references(references, handle.modality)
+    methods, references = check_methods(methods, handle.modality, handle), check_references(references, handle.modality)
     result = evaluate_item(handle, Item(input, label, evidence, mask), methods, seeds, options,
                            references=references, progress=progress, batch_size=batch_size)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
@@ -161,7 +161,7 @@ def evaluate_dataset(
     `data_seed`: another draw of a generated set (0: the one the recorded tables use)."""
     generated = dataset if dataset in ("text", "image") else None
     handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
-    methods = check_methods(methods, handle.modality)
+    methods = check_methods(methods, handle.modality, handle)
     references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise InputError(f"limit must be a positive integer, not {limit!r}")

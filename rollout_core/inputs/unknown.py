@@ -1,7 +1,8 @@
 """How much of a text the model could read: the share of its tokens that are the tokenizer's unknown token.
 
-A WordPiece model sees an emoji-only text as a row of [UNK]s and still answers with high confidence; the
-pages put `confidence_note` above the prediction so a user does not take that confidence at its word.
+A WordPiece model sees an emoji-only text as a row of [UNK]s and still answers with high confidence; an
+explanation's warnings say so (rollout_core.reliability.text), and `confidence_note` gives the same note for a
+text that has not been explained.
 """
 from __future__ import annotations
 
@@ -9,9 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rollout_core.inputs.text import encode_text
-
-MOSTLY_UNKNOWN = 0.5
-"""From this share of unknown tokens on, the prediction is flagged."""
+from rollout_core.reliability.text import unknown_note
 
 
 @dataclass(frozen=True)
@@ -40,13 +39,4 @@ def unknown_share(tokenizer: Any, text: str, max_length: int) -> UnknownShare:
 
 def confidence_note(share: UnknownShare, label: str | None, probability: float | None) -> str | None:
     """A warning when most of the text is unknown tokens, naming the confidence it undercuts; else None."""
-    if share.total == 0 or share.share < MOSTLY_UNKNOWN:
-        return None
-    part = (f"{share.share:.0%} of the text's tokens ({share.unknown} of {share.total}) are unknown to the model's "
-            f"vocabulary (read as {share.token})")
-    if share.unknown == share.total:
-        part = f"none of the text's {share.total} tokens is in the model's vocabulary (all read as {share.token})"
-    sure = f"The model is {probability:.1%} sure of {label}, but " if label is not None and probability is not None \
-        else "Note: "
-    return (f"{sure}{part}: the prediction rests on almost nothing of what was written, so do not trust its "
-            "confidence. Emoji and rare scripts are typical causes.")
+    return unknown_note(share.unknown, share.total, share.token, label, probability)

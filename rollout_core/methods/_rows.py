@@ -1,5 +1,6 @@
-"""The steps the cumulative-matrix methods share: explained rows from per-layer (L', B, n, n) matrices, and the
-compute of a contribution method (its per-layer contribution matrices rolled out like attention)."""
+"""The steps the cumulative-matrix methods share: explained rows from per-layer (L', B, n, n) matrices, the
+compute of a contribution method (its per-layer contribution matrices rolled out like attention), and the check
+that a model's layers can be read."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
@@ -63,6 +64,17 @@ def layer_recorder(purpose: str) -> Callable[[Any], ContextManager[Any]]:
         return recording(model, purpose)
 
     return recorder
+
+
+def readable_layers(purpose: str) -> Callable[[Any], Any]:
+    """A spec's `requires`: the model's family is one whose layers models.layer_access reads (the error naming
+    the supported families otherwise, starting with `purpose`)."""
+    def requires(handle: Any) -> Any:
+        from rollout_core.models.layer_access import unsupported
+
+        return unsupported(handle.model, purpose)
+
+    return requires
 
 
 def row_normalised(contributions: "torch.Tensor") -> "torch.Tensor":

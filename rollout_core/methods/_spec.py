@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
+from rollout_core.errors import InputError, RolloutError, UnsupportedModelError
+
 if TYPE_CHECKING:  # torch stays out of the registry's import, so the CLI can list methods before loading it
     import torch
 
@@ -45,23 +47,32 @@ class MethodOutput:
     layer_maps: "torch.Tensor | None" = None
 
 
+SCORED_TASKS = ("text-classification", "image-classification", "causal-lm")
+"""Tasks whose head gives a differentiable explained score (a sentence encoder has one with zero-shot labels)."""
+CLASSIFIER_TASKS = ("text-classification", "image-classification")
+"""Tasks whose model has class logits of its own."""
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """The facts of one method. `compute` is looked up in the module when the method runs."""
 
     name: str  # the id in URLs, the CLI and settings
-    title: str  # the picker's label
+    title: str  # the display name: the picker's label and what tables and captions call it
     phrase: str  # how a summary names it: "attention rollout through 6 layers"
     description: str  # one sentence for help texts
-    order: int  # position in pickers and tables
+    explains: str = ""  # what a value means, for the method table: "share of the [CLS] row ..."
     class_specific: bool = False  # the map changes with the class asked about
+    signed: bool = False  # values speak for (positive) or against (negative) the class; else non-negative shares
     needs_gradients: bool = False  # the capture must keep the graph and differentiate the explained score
+    needs_classes: bool = False  # reads the model's own class logits (a classifier head)
     needs_hidden_states: bool = False  # the capture asks the model for every layer's hidden states
     uses_head_fusion: bool = True  # the head-fusion setting changes the result
     uses_residual: bool = True  # the residual weight changes the result
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
     single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
     layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
+    attention_only: bool = False  # computed from the forward pass's attention weights alone (int8 corpus mode)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     modalities: tuple[str, ...] = ("text", "image")  # the inputs it explains
@@ -71,3 +82,38 @@ class MethodSpec:
     # summary and the settings show only the layers the result depends on
     recorder: "Callable[[Any], ContextManager[Any]] | None" = None  # hooks active during the forward pass
     compute: "Callable[[MethodInput], MethodOutput] | None" = None
+    requires: "Callable[[ModelHandle], RolloutError | None] | None" = None  # the model facts it needs beyond
+    # the declared ones (a family whose layers it reads, a training record): why not, or None
+    facts: "Callable[[dict[str, Any]], str] | None" = None  # one line from Explanation.settings for the CLI and
+    # the pages ("attention flow: exact; explained row only"), "" when there is nothing to say
+    summary_note: str = ""  # what the summary adds after the attention sinks it lists
+
+    @property
+    def whole_model(self) -> bool:
+        """One map of the whole model: every layer-slider position shows the same map."""
+        return not self.layered
+
+    def refusal(self, handle: "ModelHandle", *, capture: str = "auto", zero_shot: bool = False
+                ) -> RolloutError | None:
+        """Why this method cannot run on `handle` with `capture` (None: it can), from the model's facts alone,
+        before any forward pass. `zero_shot`: zero-shot labels were given (a sentence encoder then has a score).
+        The one place this is decided: explain, the CLI, the pickers and evaluate ask here."""
+        if handle.modality not in self.modalities:
+            return InputError(f"{self.name} cannot explain {handle.modality} inputs")
+        if handle.task == "seq2seq" and not self.seq2seq:
+            return InputError(f"{self.name} does not explain encoder-decoder models")
+        if capture == "lowmem" and not self.can_stream:
+            return InputError(f"the low-memory capture cannot compute {self.name}; use capture='full'")
+        if self.needs_classes and handle.task not in CLASSIFIER_TASKS:
+            return UnsupportedModelError(f"{self.title} ({self.name}) needs a classifier (its class logits); "
+                                         f"{handle.name} is a {handle.task} model")
+        if self.needs_gradients and handle.task not in SCORED_TASKS and not (
+                handle.task == "sentence-encoder" and zero_shot):
+            return InputError(f"{self.title} ({self.name}) needs a score to differentiate: this model has no "
+                              "prediction head"
+                              + (" (give zero-shot labels)" if handle.task == "sentence-encoder" else ""))
+        return None if self.requires is None else self.requires(handle)
+
+    def describe(self, settings: dict[str, Any]) -> str:
+        """The facts line of an explanation of this method ("" when the method has none to say)."""
+        return self.facts(settings) if self.facts is not None else ""

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rollout_core.methods._rows import contribution_method, layer_recorder
+from rollout_core.methods._rows import contribution_method, layer_recorder, readable_layers
 from rollout_core.methods._spec import MethodInput, MethodSpec
 
 if TYPE_CHECKING:
@@ -25,10 +25,12 @@ METHOD = MethodSpec(
     description="Measures how close each token's transformed vector (attention, residual and layer norm) is to the "
                 "layer's output, by L1 distance (Ferrando et al. 2022), then multiplies these contributions "
                 "through the layers.",
-    order=5,
+    explains="How much each input contributes to the explained output's vector, layer norm and residual "
+             "included, rolled out.",
     uses_head_fusion=False,
     uses_residual=False,
     layer_view="ALTI contributions",
     recorder=layer_recorder("ALTI rollout"),
+    requires=readable_layers("ALTI rollout"),
     compute=contribution_method(_contributions, add_residual=False),
 )

@@ -9,7 +9,7 @@ rolled out from block 10 it is on the shape in 38.
 The tokens entering the first trained block are read as their own patches, as rollout reads its input tokens
 (Abnar & Zuidema 2020 roll out from any layer; Chefer et al. 2021's reference code takes a `start_layer`).
 The first trained block comes from the model's registry entry (`first_tuned_layer`, from its training record);
-a model without one is rolled out through all its layers, i.e. plain ALTI rollout.
+a model without one is refused (`requires`): there the method would be plain ALTI rollout under another name.
 """
 from __future__ import annotations
 
@@ -30,6 +30,19 @@ def first_tuned_layer(handle: "ModelHandle") -> int:
     entry = lookup(handle.name)
     first = entry.first_tuned_layer if entry is not None else None
     return first if first is not None and 0 <= first < handle.num_layers else 0
+
+
+def _has_tuned_blocks(handle: "ModelHandle") -> "InputError | None":
+    """Only a model whose registry entry records the first block its task training changed: elsewhere the
+    method would be plain ALTI rollout under another name."""
+    from rollout_core.errors import InputError
+    from rollout_core.models.registry import lookup
+
+    entry = lookup(handle.name)
+    if entry is not None and entry.first_tuned_layer is not None and 0 <= entry.first_tuned_layer < handle.num_layers:
+        return None
+    return InputError(f"ALTI rollout over the fine-tuned blocks needs a model whose fine-tuned blocks are recorded "
+                      f"(an embedded model trained by the project); {handle.name} has no such record")
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -54,13 +67,13 @@ METHOD = MethodSpec(
     title="ALTI rollout (fine-tuned blocks)",
     phrase="ALTI rollout over the fine-tuned blocks",
     description="ALTI contributions (Ferrando et al. 2022) multiplied through the blocks the model was fine-tuned "
-                "in; a frozen pretrained backbone's blocks below are skipped (all blocks when the model has no "
-                "such record).",
-    order=5,
+                "in; a frozen pretrained backbone's blocks below are skipped (models with a training record only).",
+    explains="ALTI rollout through the blocks the model's task training changed only.",
     uses_head_fusion=False,
     uses_residual=False,
     layer_view="ALTI contributions",
     first_layer=first_tuned_layer,
+    requires=_has_tuned_blocks,
     recorder=layer_recorder("ALTI rollout"),
     compute=compute,
 )

@@ -18,10 +18,11 @@ METHOD = MethodSpec(
     title="Raw attention (last layer)",
     phrase="raw attention",
     description="Shows the head-fused attention of a single layer, with no residual and no product over layers.",
-    order=3,
+    explains="How strongly the explained output attends to each input in one layer (no product over layers).",
     uses_residual=False,
     cumulative=False,
     single_layer=True,
+    attention_only=True,
     seq2seq=True,
     compute=compute,
 )

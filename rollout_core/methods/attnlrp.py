@@ -15,6 +15,15 @@ def _rules(model):  # the recorder: imported lazily so the registry does not imp
     return attnlrp_rules(model)
 
 
+def _family(handle):
+    from rollout_core.errors import UnsupportedModelError
+    from rollout_core.models.layer_access import unsupported
+
+    if unsupported(handle.model) is None:
+        return None
+    return UnsupportedModelError(f"AttnLRP is available for BERT-like and ViT-like encoders, not {handle.family}")
+
+
 def compute(method_input: MethodInput) -> MethodOutput:
     """The relevance of each input token, repeated for each layer of the range (one map, not per layer)."""
     from rollout_core.errors import UnsupportedModelError
@@ -36,8 +45,10 @@ METHOD = MethodSpec(
     phrase="AttnLRP relevance (class-specific, whole model)",
     description="Propagates the class score back to the input tokens with attention-aware LRP rules "
                 "(Achtibat et al. 2024); one signed map for the whole model, relevance summing to about the score.",
-    order=6,
+    explains="How much each input speaks for (positive) or against (negative) the explained class: relevance "
+             "propagated back through the whole model.",
     class_specific=True,
+    signed=True,
     needs_gradients=True,
     needs_hidden_states=True,
     uses_head_fusion=False,
@@ -46,5 +57,6 @@ METHOD = MethodSpec(
     layered=False,
     can_stream=False,
     recorder=_rules,
+    requires=_family,
     compute=compute,
 )

@@ -80,7 +80,7 @@ def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int
 
 def describe(settings: dict[str, Any]) -> str:
     """One line for the CLI and the pages: exact or approximate (with the bound), and which rows are held."""
-    if settings.get("method") != "flow" or "flow_rows" not in settings:
+    if "flow_rows" not in settings:
         return ""
     cost = settings.get("flow_full_matrix_cost") or {}
     kind = "exact"
@@ -102,6 +102,9 @@ METHOD = MethodSpec(
     title="Attention flow",
     phrase="attention flow",
     description="Treats the residual-augmented attention of every layer as edge capacities and takes the maximum flow.",
-    order=1,
+    explains="How much of each input's information can reach the explained output: the maximum flow through "
+             "the layers' residual-augmented attention.",
+    attention_only=True,
+    facts=describe,
     compute=compute,
 )

@@ -6,18 +6,23 @@ from rollout_core.methods._rows import one_map
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
 
 
+def _bidirectional(handle):
+    """The game blocks tokens from being attended to by every other token: bidirectional attention only."""
+    from rollout_core.errors import UnsupportedModelError
+
+    if not getattr(handle.config, "is_decoder", False):
+        return None
+    return UnsupportedModelError("attention knockout Shapley is available for text classifiers with "
+                                 "bidirectional attention (BERT-like)")
+
+
 def compute(method_input: MethodInput) -> MethodOutput:
     """The knockout Shapley value of each token, repeated for each layer of the range (one map of the model)."""
     import torch
 
-    from rollout_core.errors import UnsupportedModelError
     from rollout_core.maths.knockout import knockout_shapley
 
     m = method_input
-    config = m.handle.config
-    if m.handle.task != "text-classification" or getattr(config, "is_decoder", False) or m.target_index is None:
-        raise UnsupportedModelError("attention knockout Shapley is available for text classifiers with "
-                                    "bidirectional attention (BERT-like); choose another method")
     ids = m.inputs["input_ids"]
     real = torch.ones_like(ids, dtype=torch.bool) if m.mask is None else m.mask.bool()
     special = torch.isin(ids, torch.tensor(m.handle.processor.all_special_ids, device=ids.device))
@@ -39,12 +44,16 @@ METHOD = MethodSpec(
     description="Blocks tokens from being attended to, in every layer, in random orders, and credits each token "
                 "with its average effect on the class's log odds (a Shapley value); one signed map of the model, "
                 "about 8 model runs per token.",
-    order=6,
+    explains="What the explained class's log odds lose when an input cannot be attended to (a Shapley value; "
+             "signed).",
     class_specific=True,
+    signed=True,
+    needs_classes=True,
     uses_head_fusion=False,
     uses_residual=False,
     cumulative=False,
     layered=False,
     modalities=("text",),
+    requires=_bidirectional,
     compute=compute,
 )

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rollout_core.methods._rows import contribution_method, layer_recorder, row_normalised
+from rollout_core.methods._rows import contribution_method, layer_recorder, readable_layers, row_normalised
 from rollout_core.methods._spec import MethodInput, MethodSpec
 
 if TYPE_CHECKING:
@@ -23,9 +23,10 @@ METHOD = MethodSpec(
     phrase="norm-based attention rollout",
     description="Weights each attention edge by the size of the vector it carries, ||α·f(x)|| with the value and "
                 "output projections (Kobayashi et al. 2020), then rolls out with the residual.",
-    order=4,
+    explains="How much of each input's transformed vector reaches the explained output, rolled out.",
     uses_head_fusion=False,
     layer_view="norm-based attention",
     recorder=layer_recorder("Norm-based rollout"),
+    requires=readable_layers("Norm-based rollout"),
     compute=contribution_method(_contributions, add_residual=True),
 )

@@ -20,7 +20,9 @@ METHOD = MethodSpec(
     title="Attention rollout",
     phrase="attention rollout",
     description="Multiplies each layer's head-fused attention, mixed with the residual identity, through the layers.",
-    order=0,
+    explains="How much of each input's information reaches the explained output, following attention and the "
+             "residual stream through every layer.",
+    attention_only=True,
     can_stream=True,
     seq2seq=True,
     compute=compute,

@@ -31,7 +31,9 @@ METHOD = MethodSpec(
     phrase="sink-free attention rollout",
     description="Attention rollout with attention sinks (tokens that take far more attention than uniform but "
                 "carry small values, such as DINOv2's first-layer sink patch) removed layer by layer.",
-    order=7,
+    explains="Attention rollout's shares with the attention paid to attention sinks removed layer by layer.",
+    attention_only=True,
+    summary_note="Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual).",
     recorder=_recorder,
     compute=compute,
 )

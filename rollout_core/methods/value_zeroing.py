@@ -4,7 +4,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from rollout_core.methods._rows import contribution_method
+from rollout_core.methods._rows import contribution_method, readable_layers
 from rollout_core.methods._spec import MethodInput, MethodSpec
 
 if TYPE_CHECKING:
@@ -35,11 +35,12 @@ METHOD = MethodSpec(
     description="Re-runs each layer with one token's value vectors set to zero and takes the cosine distance of "
                 "every output from the original (Mohebbi et al. 2023), then multiplies these scores through the "
                 "layers.",
-    order=6,
+    explains="How much each layer's output changes when an input's value vectors are zeroed, rolled out.",
     needs_hidden_states=True,
     uses_head_fusion=False,
     uses_residual=False,
     layer_view="value-zeroing scores",
     recorder=_supported,
+    requires=readable_layers("Value-zeroing rollout"),
     compute=contribution_method(_contributions, add_residual=False),
 )

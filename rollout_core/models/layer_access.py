@@ -77,15 +77,22 @@ def supports(model: nn.Module) -> bool:
     return getattr(getattr(model, "config", None), "model_type", None) in SUPPORTED_FAMILIES
 
 
-def layer_access(model: nn.Module, purpose: str = "This method") -> list[LayerAccess]:
-    """Each layer's attention internals, or `UnsupportedModelError` naming the supported families.
+def unsupported(model: nn.Module, purpose: str = "This method") -> UnsupportedModelError | None:
+    """The error naming the supported families when `layer_access` cannot read this model's layers, else None.
     `purpose` starts the message ("Value zeroing", "ALTI rollout", ...)."""
     family = getattr(getattr(model, "config", None), "model_type", type(model).__name__)
-    if family not in SUPPORTED_FAMILIES:
-        raise UnsupportedModelError(
-            f"{purpose} needs the layers of a BERT-like or ViT-like encoder (model types "
-            f"{', '.join(SUPPORTED_FAMILIES)}); this model is '{family}'.")
-    return _layers(model, family)
+    if family in SUPPORTED_FAMILIES:
+        return None
+    return UnsupportedModelError(f"{purpose} needs the layers of a BERT-like or ViT-like encoder (model types "
+                                 f"{', '.join(SUPPORTED_FAMILIES)}); this model is '{family}'")
+
+
+def layer_access(model: nn.Module, purpose: str = "This method") -> list[LayerAccess]:
+    """Each layer's attention internals, or the `unsupported` error naming the supported families."""
+    error = unsupported(model, purpose)
+    if error is not None:
+        raise error
+    return _layers(model, model.config.model_type)
 
 
 def _first_input(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor:

@@ -15,6 +15,7 @@ from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline.batch import BatchResult
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE
+from rollout_core.reliability.text import model_limits, text_notes
 
 
 def text_explanation(
@@ -26,12 +27,19 @@ def text_explanation(
     extra = {"num_tokens": n, "max_length": limit, "labels": None if labels is None else list(labels)}
     if labels is not None:
         extra["zero_shot_temperature"] = ZERO_SHOT_TEMPERATURE
+    top = result.predictions[b][0] if result.predictions[b] else None
+    unk = getattr(handle.processor, "unk_token_id", None)
+    words = [i for i, s in zip(enc.input_ids, enc.special) if not s]
+    warnings = text_notes(len(words), sum(unk is not None and i == unk for i in words),
+                          unknown_token=str(getattr(handle.processor, "unk_token", None) or "unknown"),
+                          label=None if top is None else top.label, probability=None if top is None else top.probability,
+                          truncation=enc.truncation, text=enc.text, **model_limits(handle.model.config))
     return Explanation(
         kind="text", method=opts.method, model_name=handle.name, tokens=list(enc.tokens),
         special=np.array(enc.special, dtype=bool), **result.arrays(b, n),
         settings=settings(handle, opts, result, b, extra), target_description=result.descriptions[b],
         prediction=result.predictions[b], target=result.targets[b], text=enc.text, offsets=list(enc.offsets),
-        truncation=enc.truncation,
+        truncation=enc.truncation, warnings=warnings,
     )
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import torch
 
 from rollout_core import capture, lowmem, methods
-from rollout_core.errors import InputError
 from rollout_core.explanation_data import Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
@@ -78,11 +77,8 @@ def _full_batch(
     found: dict[str, HeadResult] = {}
     method = methods.get(opts.method)
 
-    def score(outputs: Any) -> torch.Tensor:
+    def score(outputs: Any) -> torch.Tensor:  # a method that needs it runs only where the head has one (refusal)
         found["head"] = head(outputs, real, targets)
-        if found["head"].score is None:
-            raise InputError("gradient rollout needs a score to differentiate: this model has no prediction head"
-                             + (" (give zero-shot labels)" if handle.task == "sentence-encoder" else ""))
         return found["head"].score
 
     recorder = method.recorder(handle.model) if method.recorder else contextlib.nullcontext()
