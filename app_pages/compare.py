@@ -56,7 +56,8 @@ fetches = [functools.partial(explain, name, allow_pickle, source, method, target
            for _, name, allow_pickle, method, target in side_requests]
 
 
-def explained(side: str, name: str, allow_pickle: bool, method: Options, fetch: functools.partial) -> Explanation | None:
+def explained(side: str, name: str, allow_pickle: bool, method: Options,
+              fetch: functools.partial) -> Explanation | None:
     """One side's explanation (None after showing why there is none)."""
     if source is None or not core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
         return None

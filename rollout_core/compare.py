@@ -129,7 +129,8 @@ def align_words(a: ExplanationData, b: ExplanationData, scores_a: np.ndarray | N
             for w, s, e, va, vb in rows]
 
 
-def _text_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _text_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     same_tokens = a.text == b.text and a.display_tokens() == b.display_tokens() and (
         a.offsets is None or b.offsets is None
         or [a.offsets[i] for i in a.display_positions()] == [b.offsets[i] for i in b.display_positions()]
@@ -149,7 +150,8 @@ def _resample(score_map: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     return out / out.sum() if out.sum() > 0 else out
 
 
-def _image_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _image_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                 ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     map_a, map_b = a.score_map(scores_a), b.score_map(scores_b)
     note = ""
     if map_a.shape != map_b.shape:

@@ -307,7 +307,8 @@ def _layer(name: str, value: Any, bound: int) -> int:
         raise InputError(f"{name} must be an integer, not {value!r}")
     value = int(value) + (bound if value < 0 else 0)
     if not 0 <= value < bound:
-        raise InputError(f"{name} {value} is out of range: the model has {bound if name == 'start_layer' else bound - 1} layers")
+        layers = bound if name == "start_layer" else bound - 1
+        raise InputError(f"{name} {value} is out of range: the model has {layers} layers")
     return value
 
 

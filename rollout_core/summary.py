@@ -3,7 +3,8 @@
 It must never claim more than the numbers say: it names the method exactly, says when the map is flat
 (the top share barely above the uniform share), how much of the raw mass special tokens took before the
 shown map was renormalised, that plain rollout/flow/attention are the same whatever class is asked
-about, attention sinks (tokens that take far more attention than uniform while passing little), and truncation. Plain text (the pages render it as text, not HTML).
+about, attention sinks (tokens that take far more attention than uniform while passing little), and truncation.
+Plain text (the pages render it as text, not HTML).
 """
 from __future__ import annotations
 
@@ -90,7 +91,7 @@ def _method_phrase(expl: ExplanationData, layer: int | None, raw_attention: bool
     start = int(s.get("start_layer") or 0)
     last = start + (expl.num_layers if layer is None else layer + 1)  # 1-based number of the last layer used
     heads = s.get("model_heads")
-    fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
+    fusion = f"{s.get('head_fusion', 'mean')} over {f'{heads} heads' if heads else 'heads'}"
     spec = _spec(expl.method)
     if raw_attention or (spec is not None and spec.single_layer):
         if spec is not None and spec.layer_view != "raw attention":

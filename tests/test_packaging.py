@@ -50,7 +50,8 @@ def test_requirements_pin_every_declared_dependency_at_a_version_pyproject_allow
         (spec,) = pin.specifier
         assert spec.operator == "==", f"requirements.txt must pin {pin.name} exactly, not {pin.specifier}"
         assert req.specifier.contains(spec.version, prereleases=True), f"{pin} does not satisfy pyproject's {req}"
-    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "requirements.txt lists packages pyproject does not"
+    assert set(pins) == {canonicalize_name(r.name) for r in declared}, \
+        "requirements.txt lists packages pyproject does not"
     assert pins["ray"].extras == {"data"}  # Ray Data, not bare ray
 
 

@@ -110,7 +110,8 @@ def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
     controls = controls or {}
-    specs = [control.spec(param(control.key, default, low=control.low, high=control.high)) for control, default in controls.items()]
+    specs = [control.spec(param(control.key, default, low=control.low, high=control.high))
+             for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
     plotly_url = ""
@@ -122,10 +123,12 @@ def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
         try:
             plotly_url = served_plotly_js()
         except OSError as err:
-            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
-                       "the layer slider cannot be drawn (the highlight and summary still follow it).")
-    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw, "label": slider_label(*methods),
-                          "raw_label": raw_label(*methods), "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs}
+            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), "
+                       "so the figures under the layer slider cannot be drawn (the highlight and summary still follow "
+                       "it).")
+    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
+                          "label": slider_label(*methods), "raw_label": raw_label(*methods),
+                          "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs}
     _COMPONENT(key=f"{key}_explorer", data=data,
                on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])

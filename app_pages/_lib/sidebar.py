@@ -149,7 +149,8 @@ def _figures_caption(record: dict | None, model: str | None) -> None:
     where = safe_text(f"{measured.describe_dataset(record, long=False)}, {record.get('date', '?')}")
     st.caption(f"Figures measured on {where}: "
                f"pointing game ↑ (top position on the deciding region), deletion AUC ↓. Random: {against}. "
-               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on pointing, then deletion.")
+               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on pointing, "
+               "then deletion.")
 
 
 def _target(raw: str) -> str | int | None:

@@ -50,8 +50,8 @@ def comparison_figure(
         fig = make_subplots(rows=1, cols=2, subplot_titles=list(labels), horizontal_spacing=0.06)
         for col, expl in enumerate((a, b), start=1):
             values = patch_map(expl, layer, raw_attention)
-            fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis", name=labels[col - 1],
-                                     hovertemplate=f"row %{{y}}, col %{{x}}: %{{z:{HOVER_FORMAT}}}<extra>{labels[col - 1]}</extra>"),
+            hover = f"row %{{y}}, col %{{x}}: %{{z:{HOVER_FORMAT}}}<extra>{labels[col - 1]}</extra>"
+            fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis", name=labels[col - 1], hovertemplate=hover),
                           row=1, col=col)
         fig.update_yaxes(autorange="reversed", title="patch row")
         fig.update_xaxes(title="patch column")
@@ -113,7 +113,8 @@ def difference_figure(
 
 
 def _compared(a: ExplanationData, b: ExplanationData, layer: int | None, raw_attention: bool) -> compare.Comparison:
-    return compare.compare(a, b, scores_a=row_scores(a, layer, raw_attention), scores_b=row_scores(b, layer, raw_attention))
+    return compare.compare(a, b, scores_a=row_scores(a, layer, raw_attention),
+                           scores_b=row_scores(b, layer, raw_attention))
 
 
 def _grid_shape(a: ExplanationData, b: ExplanationData) -> tuple[int, int]:

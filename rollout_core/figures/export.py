@@ -168,7 +168,8 @@ def scores_json(expl: ExplanationData) -> bytes:
 
 
 KALEIDO_TIMEOUT_S = 30.0
-"""Longest wait for one render (PNG, SVG or PDF); past it the export fails (and falls back) instead of hanging a download."""
+"""Longest wait for one render (PNG, SVG or PDF); past it the export fails (and falls back) instead of hanging a
+download."""
 
 
 def kaleido_options() -> dict:
@@ -186,8 +187,9 @@ _KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_na
 
 
 def _kaleido(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> bytes:
-    """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
-    not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
+    """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's
+    own timeout covers a render, not a browser start that never answers, so the call runs on a worker thread and is
+    abandoned past the limit."""
     import kaleido
 
     job = _KALEIDO_WORKER.submit(

@@ -52,7 +52,8 @@ def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_
         parts.append(
             f'<g class="tok"><rect x="{x:.1f}" y="{y:.1f}" width="{box:.1f}" height="{line - 4:.1f}" rx="3" '
             f'fill="{fill}"><title>{_xml_text(token)}: {value:.6g}</title></rect>'
-            f'<text x="{x + pad:.1f}" y="{y + font_size * 1.15:.1f}" fill="{ink_for(rgb)}">{_xml_text(token)}</text></g>'
+            f'<text x="{x + pad:.1f}" y="{y + font_size * 1.15:.1f}" fill="{ink_for(rgb)}">'
+            f'{_xml_text(token)}</text></g>'
         )
         x += box + _GAP * font_size
     caption_y = y + line + font_size
@@ -63,6 +64,7 @@ def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height:.0f}" '
         f'viewBox="0 0 {width} {height:.0f}" font-family={font} font-size="{font_size}">'
         + "".join(parts)
-        + f'<text x="0" y="{caption_y:.1f}" font-size="{font_size * 0.8:.1f}" fill="#444444">{_xml_text(caption)}</text>'
+        + f'<text x="0" y="{caption_y:.1f}" font-size="{font_size * 0.8:.1f}" fill="#444444">'
+        + f'{_xml_text(caption)}</text>'
         "</svg>\n"
     )

@@ -183,7 +183,8 @@ def _cells(
     traces = [go.Heatmap(z=on_scale, hovertemplate=hover, name=name, hoverongaps=False, **where, **axis)]
     if grey_mask.any():
         traces.append(go.Heatmap(
-            z=np.where(grey_mask, sub, np.nan).astype(np.float32), colorscale=_GREY_SCALE, showscale=False, hoverongaps=False,
+            z=np.where(grey_mask, sub, np.nan).astype(np.float32), colorscale=_GREY_SCALE, showscale=False,
+            hoverongaps=False,
             name=f"{name} (special)", hovertemplate=f"{pair}: %{{z:{HOVER_FORMAT}}}<extra>special token (grey)</extra>",
             **where,
         ))

@@ -1,10 +1,10 @@
 """One explanation as a self-contained HTML page: the app's layer explorer without a server.
 
 The page carries every slider position (as numbers, from `layer_views`), the explorer's own JS and CSS (the very
-files the dashboard mounts, layer_colours.js, layer_explorer.js/.css beside this module) and, when it has figures, plotly.js inlined
-from the installed plotly package: it works offline, opened by double-click. All user text reaches the page
-escaped: the explorer draws token texts as text nodes, the title is escaped here, and the JSON data cannot close
-its script element (every "<" is written as \\u003c).
+files the dashboard mounts, layer_colours.js, layer_explorer.js/.css beside this module) and, when it has figures,
+plotly.js inlined from the installed plotly package: it works offline, opened by double-click. All user text
+reaches the page escaped: the explorer draws token texts as text nodes, the title is escaped here, and the JSON
+data cannot close its script element (every "<" is written as \\u003c).
 """
 from __future__ import annotations
 

@@ -141,7 +141,8 @@ def token_highlight_html(
         parts.append(escape_visible(text[cursor:]))
     caption = escape_visible(view_title(expl, layer, raw_attention))
     return (
-        f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
+        f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" '
+        f'style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
         + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")
     )
 

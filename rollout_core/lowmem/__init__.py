@@ -121,7 +121,8 @@ def streaming_rollout(
     padding = padding if isinstance(padding, torch.Tensor) and padding.dim() == 2 else None
     if row_only is None:
         ids = batch.get("input_ids")
-        row_only = isinstance(ids, torch.Tensor) and estimate_streaming_bytes(ids.shape[-1], ids.shape[0]) > memory_budget_bytes()
+        row_only = isinstance(ids, torch.Tensor) \
+            and estimate_streaming_bytes(ids.shape[-1], ids.shape[0]) > memory_budget_bytes()
     if row_only and (rows is None or float(discard_ratio) > 0):
         raise InputError("the row-only low-memory capture (inputs too long for the full matrix) needs the explained "
                          "rows and discard_ratio 0 (discarding ranks a whole layer at once)")
@@ -140,7 +141,8 @@ def streaming_rollout(
         spill_dtype=spill_dtype,
     )
     path = "interface" if uses_attention_interface(model) else "hooks"
-    runner = functools.partial(streaming_implementation, compact_mask=bool(row_only)) if path == "interface" else attention_hooks
+    runner = (functools.partial(streaming_implementation, compact_mask=bool(row_only)) if path == "interface"
+              else attention_hooks)
     token = ACTIVE.set(accumulator)
     try:
         with torch.no_grad(), runner(model):
@@ -153,7 +155,8 @@ def streaming_rollout(
     spill = accumulator.spill
     return Streamed(
         outputs=outputs, logits=getattr(outputs, "logits", None), matrix=accumulator.rollout,
-        layer_rows=torch.stack(accumulator.layer_rows), layer_attention_rows=torch.stack(accumulator.layer_attention_rows),
+        layer_rows=torch.stack(accumulator.layer_rows),
+        layer_attention_rows=torch.stack(accumulator.layer_attention_rows),
         rows=accumulator.rows, path=path, sdpa_layers=accumulator.sdpa_layers,
         spill=None if spill is None else {"dtype": str(spill.dtype).removeprefix("torch."), "bytes": spill.nbytes},
     )

@@ -4,8 +4,8 @@ Rules (the same for the Python API, the CLI and the pages), each kept where it i
 - which folder a name means, the allowed roots, pickle weights and custom code: `folders`;
 - building the model (eager attention, size checks, processor): `build`;
 - handles are kept in a least-recently-used cache (`rollout_core.lru.LRUCache`) of env `ROLLOUT_MODEL_CACHE_SIZE`
-  entries (default 3); two threads asking for the same model at once load it once. The security checks run on every call,
-  also for cached models.
+  entries (default 3); two threads asking for the same model at once load it once. The security checks run on every
+  call, also for cached models.
 """
 from __future__ import annotations
 

@@ -66,7 +66,8 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
         return HeadResult(
             predictions=[_top(p, lambda i: labels[i]) for p in probs],
             targets=[labels[i] for i in index],
-            descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "") for i, c in zip(index, chosen)],
+            descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "")
+                          for i, c in zip(index, chosen)],
             score=score,
             classes=torch.tensor(index, device=logits.device),
         )
@@ -97,7 +98,8 @@ def causal_head(tokenizer: Any) -> Head:
         return HeadResult(
             predictions=[_top(p, names) for p in probs],
             targets=positions,
-            descriptions=[f"next token after position {p} (predicted {names(int(i))!r})" for p, i in zip(positions, best)],
+            descriptions=[f"next token after position {p} (predicted {names(int(i))!r})"
+                          for p, i in zip(positions, best)],
             score=logits[rows, best],
             weights=weights,
         )
