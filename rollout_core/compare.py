@@ -13,10 +13,10 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 
 from rollout_core.errors import InputError
 from rollout_core.explanation_data import ExplanationData, display_shares
+from rollout_core.maths.ranks import spearman as _rank_correlation
 
 WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
 
@@ -97,7 +97,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
         return float("nan"), "fewer than two units: no rank correlation"
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan"), "one side gives every unit the same score: rank correlation is undefined"
-    return float(spearmanr(a, b).statistic), ""
+    return _rank_correlation(a, b), ""
 
 
 def top_k_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:

@@ -18,7 +18,7 @@ PACKAGE = "rollout_core"
 
 LAYERS: tuple[tuple[str, str, tuple[str, ...]], ...] = (
     ("ground", "contracts and stdlib-level utilities every layer may use",
-     ("errors", "settings", "paths", "cancel", "lru", "options", "explanation_data", "explanation",
+     ("errors", "settings", "extras", "paths", "cancel", "lru", "options", "explanation_data", "explanation",
       "models.handle")),
     ("anatomy", "reaching inside a loaded transformer's modules (what model-aware maths needs)",
      ("models.thread_hooks", "models.layer_access")),

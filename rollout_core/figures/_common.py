@@ -34,16 +34,43 @@ def row_scores(expl: ExplanationData, layer: int | None = None, raw_attention: b
     return np.asarray(source[layer], dtype=np.float64)
 
 
+def method_title(method: str) -> str:
+    """A method's display name from the registry ("ALTI rollout"); the id itself for names outside it
+    (attribution baselines, a method an old saved file names)."""
+    return methods.get(method).title if method in methods.names() else method
+
+
+def total_layers(expl: ExplanationData) -> int:
+    """The model's number of layers (the slider may cover fewer: a start or end layer, fine-tuned blocks)."""
+    return int(expl.settings.get("model_layers") or model_layer(expl, expl.num_layers - 1))
+
+
+def layer_words(expl: ExplanationData, layer: int) -> str:
+    """Which model layer of how many layer index `layer` is: "layer 4 of 12"."""
+    return f"layer {model_layer(expl, layer)} of {total_layers(expl)}"
+
+
 def view_title(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> str:
-    """Plain words for what a view shows, e.g. "rollout up to layer 4", "attention at layer 4" (a method that
-    does not accumulate over layers) or "raw attention of layer 4"."""
-    if layer is None:
-        return f"{expl.method} (final)"
-    number = model_layer(expl, layer)
-    if raw_attention:
-        spec = next((s for s in methods.all_methods() if s.name == expl.method), None)
-        return f"{spec.layer_view if spec else 'raw attention'} of layer {number}"
-    return f"{expl.method} up to layer {number}" if is_cumulative(expl.method) else f"{expl.method} at layer {number}"
+    """Plain words for what a view shows, naming the method by its display name and the layer of how many:
+    "Attention rollout up to layer 4 of 12", "... up to layer 12 of 12 (final)", "ALTI rollout, layers 11-12 of
+    12 (final)" (a start layer), "raw attention of layer 4 of 12" (the per-layer view, or a method that shows one
+    layer), "AttnLRP (relevance propagation), whole model" (one map of the model, the same at every position)."""
+    spec = methods.get(expl.method) if expl.method in methods.names() else None
+    index = expl.num_layers - 1 if layer is None else int(layer)
+    where = layer_words(expl, index)
+    if raw_attention or (spec is not None and spec.single_layer):
+        return f"{spec.layer_view if spec else 'raw attention'} of {where}"
+    if spec is not None and not spec.layered:
+        return f"{spec.title}, whole model"
+    final = " (final)" if index == expl.num_layers - 1 else ""
+    start = int(expl.settings.get("start_layer") or 0)
+    if start and index and (spec is None or spec.cumulative):
+        layers = f"{start + 1}-{model_layer(expl, index)} of {total_layers(expl)}"
+        return f"{method_title(expl.method)}, layers {layers}{final}"
+    if start and (spec is None or spec.cumulative):
+        return f"{method_title(expl.method)}, {where}{final}"
+    joint = " up to " if spec is None or spec.cumulative else " at "
+    return f"{method_title(expl.method)}{joint}{where}{final}"
 
 
 def is_cumulative(method: str) -> bool:
@@ -181,26 +208,50 @@ def _clip(label: str) -> str:
     return label if len(label) <= TICK_CHARS else label[: TICK_CHARS - 1] + "…"
 
 
-def _tick_labels(labels: list[str], limit: int) -> tuple[list[int], list[str], int]:
-    step = max(1, int(np.ceil(len(labels) / limit)))
-    idx = list(range(0, len(labels), step))
+TICK_LIMIT = 30
+"""At most this many labelled ticks: slanted 12 px labels stay apart down to about 20 px each, which a 600 px
+plot gives 30 of (more are thinned out; every bar keeps its label on hover)."""
+
+
+def _labelled(count: int, limit: int, values: np.ndarray | None) -> list[int]:
+    """Which of `count` positions get a label: all up to `limit`; beyond, every k-th, or with `values` the
+    largest ones first, each at least n / limit positions from the ones already labelled (the bars a reader
+    looks for carry their names), in position order."""
+    if count <= limit:
+        return list(range(count))
+    gap = int(np.ceil(count / limit))
+    if values is None:
+        return list(range(0, count, gap))
+    chosen: list[int] = []
+    for i in np.argsort(-np.abs(np.asarray(values, np.float64)), kind="stable"):
+        if all(abs(int(i) - j) >= gap for j in chosen):
+            chosen.append(int(i))
+        if len(chosen) == limit:
+            break
+    return sorted(chosen)
+
+
+def _tick_labels(labels: list[str], limit: int, values: np.ndarray | None = None) -> tuple[list[int], list[str], int]:
+    idx = _labelled(len(labels), limit, values)
     text = [_clip(visible(labels[i])) for i in idx]
     angle = -45 if len(idx) > 8 or any(len(t) > 10 for t in text) else 0
     return idx, text, angle
 
 
-def tick_axis(labels: list[str], limit: int = 60, title: str | None = None) -> dict:
-    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels,
-    control and format characters written as their codes, cut to TICK_CHARS characters and slanted when many
-    or long; with `title`, the axis title stands off the labels."""
-    idx, text, angle = _tick_labels(labels, limit)
+def tick_axis(labels: list[str], limit: int = TICK_LIMIT, title: str | None = None,
+              values: np.ndarray | None = None) -> dict:
+    """Category ticks by position (so repeated tokens keep their own slot), at most `limit` labels (the
+    largest of `values` first when given, see `_labelled`), control and format characters written as their
+    codes, cut to TICK_CHARS characters and slanted when many or long; with `title`, the axis title stands off
+    the labels."""
+    idx, text, angle = _tick_labels(labels, limit, values)
     axis = dict(tickmode="array", tickvals=idx, ticktext=text, tickangle=angle, automargin=True)
     if title is not None:
         axis["title"] = dict(text=title, standoff=TITLE_STANDOFF)
     return axis
 
 
-def tick_margin(labels: list[str], limit: int = 60) -> int:
+def tick_margin(labels: list[str], limit: int = TICK_LIMIT) -> int:
     """Bottom margin (px) that holds `tick_axis`'s labels, the standoff and the axis title without overlap."""
     _, text, angle = _tick_labels(labels, limit)
     longest = max((len(t) for t in text), default=1) * CHAR_WIDTH * TICK_FONT_PX

@@ -81,7 +81,7 @@ def explorer_data(expl: ExplanationData, *, layer: int | None = None, raw_attent
     return {"payload": payload, "layers": expl.num_layers, "layer": position,
             "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": raw_label(expl.method),
             "one_map": one_map(expl.method),
-            "plotly_url": "inline" if figures else "", "controls": controls}
+            "plotly_url": "inline" if figures else "", "controls": controls, "identity": "", "url": None}
 
 
 def _heading(expl: ExplanationData) -> tuple[str, str]:
@@ -90,7 +90,8 @@ def _heading(expl: ExplanationData) -> tuple[str, str]:
     facts = [f"explained: {expl.target_description}"]
     if expl.prediction:
         top = expl.prediction[0]
-        facts.insert(0, f"prediction: {top.label} ({top.probability:.1%})")
+        facts.insert(0, f"closest label: {top.label} (cosine similarity {top.similarity:.2f})"
+                     if top.similarity is not None else f"prediction: {top.label} ({top.probability:.1%})")
     return title, html.escape(" · ".join(facts))
 
 
