@@ -67,10 +67,10 @@ SETTINGS: tuple[Setting, ...] = (
             "the forward pass) is used. When even that path's n x n matrix would exceed it (four float32 n x n "
             "matrices: above about 11.6k tokens at the default), the capture computes the explained rows only: each "
             "layer's rollout step goes to a temporary file (`ROLLOUT_SPILL_DIR`) by blocks of query rows (float32 "
-            "when that takes at most half the free disk, else float16), the rows of every layer are computed from "
-            "the top layer down after the forward, and the files are deleted. The explanation then has no matrix, "
-            "and its settings say so (`lowmem_mode`, `spill_dtype`, `spill_mib`, `matrix_note`); discard ratio 0 "
-            "only.", minimum=0, above=True, unit="MB"),
+            "when that takes at most half the free disk, else float16: 2 GiB per layer at 32k tokens), the rows of "
+            "every layer are computed from the top layer down after the forward, and the files are deleted. The "
+            "explanation then has no matrix, and its settings say so (`lowmem_mode`, `spill_dtype`, `spill_mib`, "
+            "`matrix_note`); discard ratio 0 only.", minimum=0, above=True, unit="MB"),
     Setting("ROLLOUT_SPILL_DIR", "folder", "the system's temporary folder",
             "Where the low-memory capture's layer files go."),
     Setting("ROLLOUT_MODELS_DIR", "folder", "`$XDG_CACHE_HOME/rollout-dashboard/models` (`~/.cache/...`)",
@@ -85,8 +85,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("ROLLOUT_MAX_COMPUTE_SECONDS", "number", 60,
             "In the app, a request estimated above this is refused up front with the estimate and a cheaper choice. "
             "Only attention flow is limited: its estimate (`rollout_core.serving.budget.estimate_seconds`) counts "
-            "the max-flow problems the page solves (`benchmarks/bench_flow_row.py`; estimate and measured side by "
-            "side in `benchmarks/RESULTS.md`).", minimum=0, above=True, unit="s"),
+            "the max-flow problems the page solves, one explained row per layer prefix (about layers² · tokens³ / 2 "
+            "graph edges walked); default-text (6 layers) about 0.25 s at 128 tokens and 12-16 s at 512, "
+            "default-image about 2 s (`benchmarks/bench_flow_row.py`; estimate and measured side by side in "
+            "`benchmarks/RESULTS.md`).", minimum=0, above=True, unit="s"),
     Setting("ROLLOUT_MAX_HEAVY_JOBS", "integer", 2,
             "Long computations (estimated 2 s or more, evaluations) running at once across all sessions; the next "
             "one waits up to 30 s with a note, then is refused. A flow whose page is closed, rerun or stopped ends "
@@ -209,7 +211,8 @@ def markdown() -> str:
              "`rollout_core/settings.py` (`python -m rollout_core.settings > docs/SETTINGS.md`); a test keeps it "
              "current. Every value is checked when the app or the CLI starts: a bad one (`nan`, `0`, `lots`, a file "
              "where a folder belongs) stops it with one message naming the variable and the value (CLI exit "
-             "status 2).", ""]
+             "status 2). The upload size limit is Streamlit's `server.maxUploadSize` in `.streamlit/config.toml` "
+             "(20 MB).", ""]
     for setting in SETTINGS:
         default = setting.default if isinstance(setting.default, str) else f"{setting.default:_}"
         unit = f" {setting.unit}" if setting.unit and isinstance(setting.default, (int, float)) else ""
