@@ -3,6 +3,7 @@ goes to the importer's own layer or a lower one (tests/layering.py LAYERS, shown
 one named exception, and no import cycle; the checker is shown to catch a planted upward import."""
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -55,3 +56,15 @@ def test_the_checker_sees_lazy_and_type_checking_imports(tmp_path: Path):
 
 def test_architecture_shows_the_layers():
     assert render() in (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+
+def test_architecture_names_every_module():
+    """docs/ARCHITECTURE.md's layout names every module of the package (a package by "name/"), so a new module is
+    placed in the map when it is written."""
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+
+    def named(path: Path) -> bool:
+        name = f"{path.parent.name}/" if path.name == "__init__.py" else path.name
+        return re.search(rf"(?<!\w){re.escape(name)}", doc) is not None
+
+    assert [str(path.relative_to(ROOT)) for path in sorted(CORE.rglob("*.py")) if not named(path)] == []
