@@ -63,7 +63,8 @@ def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataF
 
 st.title("Corpus")
 st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
-           "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
+           "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder "
+           "here.")
 SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder", COMPARE)
 FILTERS = ("all", "correct", "incorrect")
 with st.sidebar:

@@ -88,8 +88,8 @@ if how == "stream":
 else:  # the whole-frame approach: both runs in memory, joined, exploded to one row per word
     fa, fb = read_results(a), read_results(b)
     joined = fa.merge(fb, on="id", suffixes=("_a", "_b"))
-    listed = ["words_a", "scores_a", "scores_b"]
-    words = joined[["id", "prediction_a", *listed]].explode(listed)
+    words = joined[["id", "prediction_a", "words_a", "scores_a", "scores_b"]].explode(
+        ["words_a", "scores_a", "scores_b"])
     means = words.groupby(["prediction_a", "words_a"])[["scores_a", "scores_b"]].mean()
     rows, median = len(joined), float("nan")
 print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,

@@ -55,15 +55,14 @@ def moved_units_figure(moved: pd.DataFrame, cls: str) -> go.Figure:
         x=diff, y=list(range(len(rows))), orientation="h",
         marker_color=[MORE_IN_B if d > 0 else MORE_IN_A for d in diff],
         error_x=dict(type="data", symmetric=False, array=np.nan_to_num(high - diff),
-                     arrayminus=np.nan_to_num(diff - low),
-                     color="rgba(40,40,40,0.7)", thickness=1.2),
+                     arrayminus=np.nan_to_num(diff - low), color="rgba(40,40,40,0.7)", thickness=1.2),
         customdata=np.stack([rows["count"].to_numpy(), low, high], axis=1), text=units, textposition="none",
         hovertemplate="%{text}: %{x:+.4f} (interval %{customdata[1]:+.4f} to %{customdata[2]:+.4f}), "
                       "%{customdata[0]} occurrences<extra></extra>"))
     fig.update_layout(
         title=f"{label(cls)}: mean share B - A (red: B leans on it more; blue: A did)",
         yaxis=dict(tickmode="array", tickvals=list(range(len(rows))), ticktext=units, automargin=True),
-        xaxis=dict(title="change of the mean share (B - A)", zeroline=True, zerolinecolor="#444", exponentformat="e"),
+        xaxis=dict(title="change of the mean share (B - A)", zeroline=True, zerolinecolor="#444"),
         height=max(240, 40 + 24 * len(rows)), margin=dict(l=20, r=20, t=50, b=50), showlegend=False)
     return fig
 
@@ -90,8 +89,7 @@ def patch_pair_figure(map_a: np.ndarray, map_b: np.ndarray, title: str) -> go.Fi
     fig = make_subplots(rows=1, cols=2, subplot_titles=["A", "B"], horizontal_spacing=0.08)
     for col, values in enumerate((map_a, map_b), start=1):
         fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis",
-                                 hovertemplate="patch %{y},%{x}: %{z:.4f}<extra></extra>"),
-                      row=1, col=col)
+                                 hovertemplate="patch %{y},%{x}: %{z:.4f}<extra></extra>"), row=1, col=col)
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(coloraxis=dict(colorscale="YlOrRd", cmin=0.0, cmax=top, colorbar=dict(title="share")),
                       title=label(title), height=300, margin=dict(l=30, r=10, t=60, b=30))
