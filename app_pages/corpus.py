@@ -71,7 +71,7 @@ with st.sidebar:
     model_name, allow_pickle = model_picker("text")
     handle = loaded(model_name, allow_pickle)
     offered = [s.name for s in methods.runnable(handle)] if handle is not None else list(methods.names())
-    default = measured.default_method(model_name)  # the model's measured best, as on the other pages
+    default = measured.default_method(model_name, methods.names())  # the model's measured best, as on the other pages
     param("corpus_method", default if default in offered else offered[0], tuple(offered))
     if st.session_state["corpus_method"] not in offered:  # another model, which cannot run the method chosen
         st.session_state["corpus_method"] = default if default in offered else offered[0]
