@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation, display_shares
+from rollout_core.explanation_data import ExplanationData, display_shares
 from rollout_core.maths.ranks import spearman as _rank_correlation
 
 WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
@@ -40,7 +40,7 @@ def words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
 
 
-def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
+def token_spans(expl: ExplanationData) -> list[tuple[int, int, int]]:
     """(position, start, end) in `expl.text` of every shown token, in position order.
 
     A span is clipped so that it never reaches back over an earlier token's characters (byte-level
@@ -57,7 +57,7 @@ def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
     return spans
 
 
-def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
+def word_scores(expl: ExplanationData, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
     """Shown token scores summed onto the words of the text they overlap, renormalised to sum to 1.
 
     A word's score is the SUM of its tokens' scores: scores are shares of one mass, so the pieces of a
@@ -110,7 +110,7 @@ def top_k_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return len(top_a & top_b) / k
 
 
-def align_words(a: Explanation, b: Explanation, scores_a: np.ndarray | None = None,
+def align_words(a: ExplanationData, b: ExplanationData, scores_a: np.ndarray | None = None,
                 scores_b: np.ndarray | None = None) -> list[tuple[str, int, int, float, float]]:
     """(word, start, end, score_a, score_b) for the words of the text that both explanations saw.
 
@@ -129,7 +129,8 @@ def align_words(a: Explanation, b: Explanation, scores_a: np.ndarray | None = No
             for w, s, e, va, vb in rows]
 
 
-def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _text_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     same_tokens = a.text == b.text and a.display_tokens() == b.display_tokens() and (
         a.offsets is None or b.offsets is None
         or [a.offsets[i] for i in a.display_positions()] == [b.offsets[i] for i in b.display_positions()]
@@ -143,13 +144,19 @@ def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[lis
     return [r[0] for r in rows], np.array([r[3] for r in rows]), np.array([r[4] for r in rows]), True, note
 
 
-def _resample(score_map: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
-    tensor = torch.from_numpy(np.ascontiguousarray(score_map, dtype=np.float64))[None, None]
-    out = torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[0, 0].numpy()
-    return out / out.sum() if out.sum() > 0 else out
+def resample_maps(maps: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """A (rows, cols) score map, or a stack of them (n, rows, cols), resampled bilinearly onto `grid` and each
+    renormalised to sum to 1 (a map of zeros stays zeros)."""
+    values = np.asarray(maps, dtype=np.float64)
+    tensor = torch.from_numpy(np.ascontiguousarray(values.reshape(-1, 1, *values.shape[-2:])))
+    out = torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[:, 0].numpy()
+    totals = out.sum(axis=(1, 2), keepdims=True)
+    out = np.divide(out, totals, out=out.copy(), where=totals > 0)
+    return out.reshape(*values.shape[:-2], *grid)
 
 
-def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _image_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                 ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     map_a, map_b = a.score_map(scores_a), b.score_map(scores_b)
     note = ""
     if map_a.shape != map_b.shape:
@@ -157,13 +164,13 @@ def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[li
         coarser = "A" if map_a.size < map_b.size else "B"
         note = f"patch grids differ ({map_a.shape[0]}x{map_a.shape[1]} vs {map_b.shape[0]}x{map_b.shape[1]}): " \
                f"the coarser map ({coarser}) was resampled bilinearly to {grid[0]}x{grid[1]} and renormalised"
-        map_a, map_b = _resample(map_a, grid), _resample(map_b, grid)
+        map_a, map_b = resample_maps(map_a, grid), resample_maps(map_b, grid)
     rows, cols = map_a.shape
     units = [f"patch {r},{c}" for r in range(rows) for c in range(cols)]
     return units, map_a.ravel(), map_b.ravel(), False, note
 
 
-def compare(a: Explanation, b: Explanation, *, scores_a: np.ndarray | None = None,
+def compare(a: ExplanationData, b: ExplanationData, *, scores_a: np.ndarray | None = None,
             scores_b: np.ndarray | None = None, k: int = 3) -> Comparison:
     """Put two explanations of one input on common units and measure agreement.
 
@@ -179,7 +186,7 @@ def compare(a: Explanation, b: Explanation, *, scores_a: np.ndarray | None = Non
                       note="; ".join(n for n in (note, rho_note) if n))
 
 
-def agreement(a: Explanation, b: Explanation, **kwargs) -> dict[str, float | bool | int | str]:
+def agreement(a: ExplanationData, b: ExplanationData, **kwargs) -> dict[str, float | bool | int | str]:
     """The figures of `compare` as a flat dict for the comparison page, tables and the CLI.
 
     Keys: "spearman" (NaN when undefined, "note" says why), "top_1_overlap", "top_3_overlap",
