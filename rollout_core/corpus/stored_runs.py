@@ -1,7 +1,8 @@
 """A finished corpus run as stored: its Parquet files, their row counts, its manifest; read in pieces.
 
-Local runs (`engine.run_local`) hold `chunk-*.parquet` and a manifest; Ray runs (`ray_engine.run_ray`) hold the
-`*.parquet` files Ray Data wrote. Both are read by column and by file, so nothing here holds a whole run.
+Runs written by `engine.run_corpus` (local or Ray engine) hold `chunk-*.parquet` and a manifest; folders of the
+former Ray Data engine hold the `*.parquet` files it wrote. Both are read by column and by file, so nothing here holds
+a whole run.
 """
 from __future__ import annotations
 
