@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
-
-from rollout_core import methods
 import pandas as pd
 import pytest
 import torch
+
+from rollout_core import methods
 
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
 from rollout_core.faithfulness.views import progress_text, readable_summary, readable_table
