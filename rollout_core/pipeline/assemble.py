@@ -10,11 +10,12 @@ import torch
 
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import EncodedText
-from rollout_core.models import families
+from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline.batch import BatchResult
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE
+from rollout_core.reliability.image import image_notes
 from rollout_core.reliability.text import model_limits, text_notes
 
 
@@ -52,13 +53,27 @@ def image_explanation(
     special[layout.patch_positions.numpy()] = False
     extra = {"image_size": [int(pixels.shape[-2]), int(pixels.shape[-1])], "grid": list(layout.grid),
              "source_size": list(source_size), "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
+    image = processed_image(pixels, handle.processor)
     return Explanation(
         kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
         **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
         target_description=result.descriptions[0], prediction=result.predictions[0], target=result.targets[0],
-        grid=layout.grid, patch_positions=layout.patch_positions.numpy(),
-        image=processed_image(pixels, handle.processor),
+        grid=layout.grid, patch_positions=layout.patch_positions.numpy(), image=image,
+        warnings=_image_warnings(handle, result, image),
     )
+
+
+def _image_warnings(handle: ModelHandle, result: BatchResult, image: np.ndarray) -> tuple[str, ...]:
+    """The out-of-domain notes of a model with domain statistics (none for others)."""
+    stats = domain.applicable(handle)
+    if stats is None or result.features is None:
+        return ()
+    top = result.predictions[0][0] if result.predictions[0] else None
+    return image_notes(handle.name, dataset=stats.dataset, label=None if top is None else top.label,
+                       probability=None if top is None else top.probability,
+                       distance=float(stats.distance(result.features[0].numpy())[0]), threshold=stats.threshold,
+                       colourfulness=domain.colourfulness(image), grey_below=domain.GREY_BELOW,
+                       unsure_below=stats.unsure_below)
 
 
 def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, extra: dict[str, Any]) -> dict[str, Any]:
