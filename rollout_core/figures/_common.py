@@ -159,6 +159,34 @@ def ink_for(rgb: tuple[int, int, int]) -> str:
     return "#000000" if luminance(rgb) > 0.179 else "#ffffff"
 
 
+SIGNED_SCALE = DIFFERENCE_SCALE
+"""Signed maps (evidence for and against the class): red for, blue against, white at 0."""
+FLAT_FLOOR = 2.0
+"""A map of shares is coloured up to at least this many times the uniform share (1/n): a flat map then reads as
+pale, half way up the scale, instead of every position stretched to the darkest colour."""
+
+
+def colour_range(values: np.ndarray, signed: bool = False) -> tuple[float, float]:
+    """(bottom, top) of the colour scale of shown `values` (shares summing to 1, or signed shares): -m..m around
+    0 for signed ones (m the largest size), else 0 to the largest share, but never below FLAT_FLOOR / n."""
+    values = np.asarray(values, dtype=np.float64)
+    if signed:
+        size = float(np.nanmax(np.abs(values))) if values.size else 0.0
+        size = size if size > 0 else 1.0
+        return -size, size
+    return 0.0, max(positive_max(values), FLAT_FLOOR / values.size if values.size else 0.0)
+
+
+def value_title(expl: Explanation) -> str:
+    """What a shown value is, for axes and legends."""
+    return "signed share: for (+) / against (−)" if expl.signed else "share of the shown mass"
+
+
+def scale_of(expl: Explanation, scale: str = SCORE_SCALE) -> str:
+    """The colour scale to draw `expl` with: `scale`, or the diverging SIGNED_SCALE for signed values."""
+    return SIGNED_SCALE if expl.signed else scale
+
+
 def positive_max(values: np.ndarray) -> float:
     """Top of a 0-based colour scale: the largest value, or 1 when there is nothing positive."""
     values = np.asarray(values, dtype=np.float64)

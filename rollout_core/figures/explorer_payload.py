@@ -59,6 +59,7 @@ class ViewData(TypedDict):
 
     series: list[list[float]]
     tops: list[float]
+    bottoms: list[float]  # each series' colour-scale bottom: 0, or -top for signed values (for / against)
     panels: list[PanelView]
     summary: str
     marker: str

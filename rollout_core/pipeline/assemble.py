@@ -8,6 +8,7 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from rollout_core import methods
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import EncodedText
 from rollout_core.models import domain, families
@@ -84,6 +85,7 @@ def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, ex
     return {
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
         **_option_fields(opts, result.capture), "target": result.targets[b],
+        "signed": methods.get(opts.method).signed,
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
         **result.method_facts, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
