@@ -11,7 +11,7 @@ from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, sh
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, method_settings, model_picker
 from app_pages._lib.state import param, sync_url
-from rollout_core import compare
+from rollout_core import compare, methods
 from rollout_core.explanation import Explanation
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 from rollout_core.models import measured
@@ -96,7 +96,7 @@ def show(a: Explanation | None, b: Explanation | None) -> None:
     cols = st.columns(2)
     for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
-            st.markdown(f"**{side}: {safe_text(exp.model_name)}, {exp.method}**")
+            st.markdown(f"**{side}: {safe_text(exp.model_name)}, {safe_text(methods.display_name(exp.method))}**")
             views.prediction(exp, f"Prediction ({side})")
     with core.guarded("comparing the two explanations"):
         result = compare.compare(a, b)

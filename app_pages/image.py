@@ -62,7 +62,7 @@ def show(exp: Explanation | None) -> None:
     with left:
         views.prediction(exp)
         photo_model_offer(exp)
-        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {views.method_words(exp)}, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
         if facts := methods.describe(exp.method, exp.settings):
             st.caption(safe_text(facts) + ".")

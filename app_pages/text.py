@@ -94,7 +94,7 @@ def show(exp: Explanation | None) -> None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
-        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {views.method_words(exp)}.")
         if facts := methods.describe(exp.method, exp.settings):
             st.caption(safe_text(facts) + ".")
     with right:

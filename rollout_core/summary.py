@@ -104,6 +104,8 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     name = expl.method if spec is None else spec.phrase
     if spec is not None and spec.class_specific:
         return f"{name} for class {expl.target} {through}"
+    if spec is not None and not spec.uses_head_fusion:  # ALTI, norm-based, value zeroing: no head fusion to name
+        return f"{name} {through}"
     return f"{name} {through}, {fusion}"
 
 

@@ -22,7 +22,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
-from rollout_core.figures._common import one_map, raw_label, slider_label
+from rollout_core.figures._common import one_map, raw_label, raw_slider_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData, Payload
 from rollout_core.figures.standalone import explorer_asset
 
@@ -134,7 +134,8 @@ def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "l
             st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
     data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
-                          "label": slider_label(*methods), "raw_label": raw_label(*methods),
+                          "label": slider_label(*methods), "raw_slider_label": raw_slider_label(*methods),
+                          "raw_label": raw_label(*methods),
                           "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs,
                           "identity": identity,
                           "url": {"layer": key, "raw": f"{key}_raw",

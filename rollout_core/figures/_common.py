@@ -93,6 +93,12 @@ def slider_label(*methods: str) -> str:
     return "Layer (cumulative rollout up to this layer)" if all(map(is_cumulative, methods)) else "Layer"
 
 
+def raw_slider_label(*methods: str) -> str:
+    """The layer slider's label while the per-layer view is on: what one layer alone shows."""
+    views = list(dict.fromkeys(_layer_view(m) for m in methods)) or ["raw attention"]
+    return f"Layer (its own {' / '.join(views)}, this layer alone)"
+
+
 def raw_label(*methods: str) -> str:
     """The raw-view toggle's label: what each method's per-layer view shows (its registry `layer_view`), e.g.
     "Show this layer's own attention instead", "Show this layer's own ALTI contributions instead"."""

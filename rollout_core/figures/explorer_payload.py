@@ -120,6 +120,7 @@ class ExplorerData(TypedDict):
     layer: int
     raw: bool
     label: str
+    raw_slider_label: str  # the slider's label while the per-layer view is on (one layer alone, not cumulative)
     raw_label: str
     one_map: bool  # the methods shown give one map of the whole model: the slider moves only the raw view
     plotly_url: str

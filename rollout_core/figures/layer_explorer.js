@@ -161,12 +161,19 @@ export default function (component) {
   const controls = data.controls || [];
   for (const c of controls) if (!(c.key in state.controls)) state.controls[c.key] = c.value;
 
-  root.querySelector(".lx-label").textContent = data.label;
   root.querySelector(".lx-raw-label").textContent = data.raw_label;
-  slider.setAttribute("aria-label", data.label);
+  // the slider says what it moves: the cumulative result, or (per-layer view on) one layer alone
+  const labelSlider = () => {
+    const label = state.raw ? data.raw_slider_label : data.label;
+    root.querySelector(".lx-label").textContent = label;
+    slider.setAttribute("aria-label", label);
+  };
   slider.max = String(data.layers);
   // one map of the whole model (AttnLRP): the slider moves only the per-layer (raw) view, so it shows only there
-  const showSlider = () => { root.querySelector(".lx-slider").hidden = data.layers < 2 || (data.one_map && !state.raw); };
+  const showSlider = () => {
+    root.querySelector(".lx-slider").hidden = data.layers < 2 || (data.one_map && !state.raw);
+    labelSlider();
+  };
   showSlider();
 
   const extra = root.querySelector(".lx-controls-extra");
