@@ -4,23 +4,23 @@ from __future__ import annotations
 import time
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
-from app_pages._lib import core
+from app_pages._lib import core, corpus_compare
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
-from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
+from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html, word_share_figure
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
 from rollout_core.models import measured
 from rollout_core.paths import corpus_dir
 
 MAX_ROWS = 2000
+COMPARE = "Compare two runs"
 BATCH = 16
 
 
@@ -64,7 +64,7 @@ def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataF
 st.title("Corpus")
 st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
            "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
-SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder")
+SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder", COMPARE)
 FILTERS = ("all", "correct", "incorrect")
 with st.sidebar:
     model_name, allow_pickle = model_picker("text")
@@ -77,6 +77,10 @@ with st.sidebar:
     method = st.selectbox("Method", offered, format_func=methods.display_name, key="corpus_method")
 param("source", SOURCES[0], SOURCES)
 source = st.radio("Source", SOURCES, horizontal=True, key="source")
+if source == COMPARE:
+    corpus_compare.show()
+    sync_url()
+    st.stop()
 results, evidence = None, {}
 with core.guarded("reading the corpus"):
     if source == "Result folder":
@@ -125,13 +129,10 @@ if results is not None and len(results):
                                      "words that recur."))
     table = class_tokens(results[results["prediction"] == label], min_count=least)
     top = table.head(20)
-    seen = "seen at least once" if least == 1 else f"seen at least {least} times"
     if top.empty:
         st.info(safe_text(f"No word of the {label} rows is seen {least} times or more: lower the minimum."))
     else:
-        st.plotly_chart(px.bar(top, x="word", y="mean_share", hover_data=["count", "top1_share"],
-                               labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
-                               title=f"Words the model leans on for {safe_text(label)} ({seen}; top 20)"))
+        st.plotly_chart(word_share_figure(top, label, least))
         if least == 1:
             st.caption("A word seen once ranks by its one share; raise the minimum to rank only recurring words.")
     st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),

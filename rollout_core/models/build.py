@@ -121,7 +121,7 @@ def load_folder(
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
     try:
-        size.declared_params(cls, config)
+        size.declared_params(cls, config, folder)
         with _no_weight_loading_bar():
             model, info = cls.from_pretrained(
                 str(folder),
