@@ -116,7 +116,8 @@ def show(exp: Explanation | None) -> None:
                            lambda: figures.figure_png(figures.matrix_heatmap(fetch(), specials=specials)),
                            f"{stem}_matrix.png", "image/png", key="text_matrix_png", on_click="ignore")
     else:
-        st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
+        st.info("No full matrix: this page computes only the explained row, shown above "
+                "(`python -m rollout_core text --full-matrix` computes the whole matrix). "
                 + safe_text(methods.describe(exp.method, exp.settings)) + ".")
 
 

@@ -41,7 +41,7 @@ def text_explanation(
         special=np.array(enc.special, dtype=bool), **result.arrays(b, n),
         settings=settings(handle, opts, result, b, extra), target_description=result.descriptions[b],
         prediction=result.predictions[b], target=result.targets[b], text=enc.text, offsets=list(enc.offsets),
-        truncation=enc.truncation, warnings=warnings,
+        truncation=enc.truncation, warnings=warnings + _method_notes(result),
     )
 
 
@@ -60,8 +60,13 @@ def image_explanation(
         **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
         target_description=result.descriptions[0], prediction=result.predictions[0], target=result.targets[0],
         grid=layout.grid, patch_positions=layout.patch_positions.numpy(), image=image,
-        warnings=_image_warnings(handle, result, image),
+        warnings=_image_warnings(handle, result, image) + _method_notes(result),
     )
+
+
+def _method_notes(result: BatchResult) -> tuple[str, ...]:
+    """What the method itself says about this result's reliability (MethodOutput.extras["notes"])."""
+    return tuple(result.method_facts.get("notes", ()))
 
 
 def _image_warnings(handle: ModelHandle, result: BatchResult, image: np.ndarray) -> tuple[str, ...]:
