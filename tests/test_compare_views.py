@@ -50,7 +50,7 @@ def test_image_sides_draw_the_photo_under_a_titled_map() -> None:
     view = _first_view(a, b)
     for fig, side in zip(view["figures"][:2], "AB"):
         assert [t["name"] for t in fig["data"]] == ["image", "patches"]
-        assert fig["layout"]["title"]["text"].startswith(f"{side}: hand, Attention rollout · ")
+        assert fig["layout"]["title"]["text"].startswith(f"{side}: hand · Attention rollout up to layer 1")
     assert "<p><b></b></p>" not in view["html"] and "image-view" not in view["html"]  # no empty headers
     a.model_name = "<b>x</b>"
     title = _first_view(a, b)["figures"][0]["layout"]["title"]["text"]

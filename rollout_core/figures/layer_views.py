@@ -233,7 +233,7 @@ def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared",
     def title(name: str, expl: Explanation, index: int, raw: bool, key: str) -> tuple[str, str]:
         if expl.kind == "text":
             return view_title(expl, index, raw), f"{name}-{key}"
-        return html.escape(f"{header[name]} · {view_title(expl, index, raw)}"), ""
+        return html.escape(f"{name}: {expl.model_name} · {view_title(expl, index, raw)}"), ""  # the title names the method
 
     def draw(position: int, raw: bool, key: str) -> ViewData:
         ia, ib = (side_layer(position, positions, e.num_layers) for e in (a, b))
