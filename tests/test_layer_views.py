@@ -59,7 +59,7 @@ def drawn(payload: dict[str, Any], layer: int, raw: bool) -> dict[str, Any]:
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_text_payload_covers_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any, shared: bool) -> None:
-    payload = layer_views.text_payload(text_expl, shared_scale=shared)
+    payload = layer_views.text_payload(text_expl, shared_scale=shared, level="token")
     layers = text_expl.num_layers
     assert {m: len(v) for m, v in payload["views"].items()} == {"cumulative": layers, "raw": layers}
     keep = ~np.asarray(text_expl.special, dtype=bool)
@@ -163,3 +163,21 @@ def test_comparison_payload_agreement_is_that_layers_spearman(tiny_handle: Calla
         assert f"Spearman rank correlation</b> {rho:.3f}" in view["html"]
         assert view["html"].count("token-highlight") == 2
         assert view["summary"].startswith("A: ") and "\n\nB: " in view["summary"]
+
+
+def test_the_highlight_is_per_word_by_default_with_pieces_summed(tiny_handle: Callable[[str], object]) -> None:
+    expl = explain.explain_text(tiny_handle("bert"), "unbelievably crushes, truly")
+    assert len(expl.display_tokens()) > 4  # the tokenizer cuts the words into pieces
+    payload = layer_views.text_payload(expl)
+    pieces = payload["panels"][0]["pieces"]
+    assert "".join("".join(runs) for _, *runs in pieces) == expl.text  # the text, whole
+    assert [("".join(runs)) for unit, *runs in pieces if unit >= 0] == ["unbelievably", "crushes", ",", "truly"]
+    for i in range(expl.num_layers):  # each word's value is the sum of its pieces' shares (compare.word_scores)
+        by_hand = np.zeros(4)
+        shares = expl.display_scores(expl.layer_scores[i])
+        for share, (start, end) in zip(shares, [expl.offsets[p] for p in expl.display_positions()]):
+            word = next(k for k, (s, e) in enumerate([(0, 12), (13, 20), (20, 21), (22, 27)]) if s <= start < e)
+            by_hand[word] += share
+        np.testing.assert_allclose(drawn(payload, i + 1, False)["figures"][0]["data"][0]["y"], by_hand, rtol=SENT)
+    tokens = layer_views.text_payload(expl, level="token")["panels"][0]["pieces"]
+    assert sum(unit >= 0 for unit, *_ in tokens) == len(expl.display_tokens())  # tokens on request

@@ -82,8 +82,17 @@ def _cached(build: Callable[..., Payload]) -> Callable[..., Payload]:
 
 
 @_cached
-def text_payload(expl: Explanation, shared_scale: bool = False) -> Payload:
-    return layer_views.text_payload(expl, shared_scale=shared_scale)
+def text_payload(expl: Explanation, shared_scale: bool = False, level: str = "word") -> Payload:
+    return layer_views.text_payload(expl, shared_scale=shared_scale, level=level)
+
+
+def token_toggle() -> str:
+    """The URL-backed "word pieces" checkbox: the highlight and bars per token instead of per word."""
+    param("tokens", False)
+    tokens = st.checkbox("Word pieces (tokens)", key="tokens",
+                         help="Off (default): one value per word, its pieces' shares summed, as the summary names "
+                              "them. On: the tokenizer's own pieces (e.g. 'crush' + 'es'), each with its share.")
+    return "token" if tokens else "word"
 
 
 @_cached

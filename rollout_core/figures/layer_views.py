@@ -27,7 +27,7 @@ from rollout_core.figures.comparison import difference_figure
 from rollout_core.figures.explorer_payload import (BARS, CUMULATIVE, HIGHLIGHT, MAP, RAW, ControlSpec, Panel,
                                                    PanelView, Payload, ViewData)
 from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
-from rollout_core.figures.text import highlight_pieces, score_bar
+from rollout_core.figures.text import highlight_pieces, score_bar, word_pieces
 from rollout_core.summary import summarize
 
 DIGITS = 4
@@ -151,17 +151,30 @@ def _payload(panels: list[Panel], layers: int, draw: Callable[[int, bool, str], 
             "template": template, "scales": scales}
 
 
-def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool = True) -> Payload:
+def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool = True, level: str = "word"
+                 ) -> Payload:
     """Highlight, bar chart (unless not `figures`) and summary of a text explanation at every slider position;
     each layer on its own colour scale (0 to its largest share) unless `shared_scale` puts every layer of a
-    mode on one. Both panels draw the same series: the display scores."""
-    tops = _tops((expl,), shared_scale)
+    mode on one. Both panels draw the same series: per word of the text (`level` "word", the default: a word's
+    pieces summed, as the summary names them) or per token ("token", or a text without offsets)."""
+    words = level == "word" and expl.text is not None and expl.offsets is not None
+
+    def values(index: int, raw: bool) -> np.ndarray:
+        row = row_scores(expl, index, raw)
+        return np.array([v for *_, v in compare.word_scores(expl, row)]) if words else expl.display_scores(row)
+
+    tops = ({raw: max(colour_range(values(i, raw), expl.signed)[1] for i in range(expl.num_layers))
+             for raw in (False, True)} if shared_scale else {False: None, True: None})
     plot = _Figures()
-    panels = [_highlight(0, "", expl)] + ([_bars(0, plot(score_bar(expl, layer=0)))] if figures else [])
+    highlight = _highlight(0, "", expl)
+    if words:
+        highlight["pieces"] = word_pieces(expl.text)
+    bars = score_bar(expl, layer=0, level="word" if words else "token")
+    panels = [highlight] + ([_bars(0, plot(bars))] if figures else [])
 
     def draw(index: int, raw: bool, key: str) -> ViewData:
         title = view_title(expl, index, raw)
-        return _view([expl.display_scores(row_scores(expl, index, raw))], [tops[raw]],
+        return _view([values(index, raw)], [tops[raw]],
                      [(title, key), (title, "")][:len(panels)], summarize(expl, layer=index, raw_attention=raw), key,
                      layer_words(expl, index), signed=[expl.signed])
 

@@ -6,7 +6,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from rollout_core.compare import token_spans, word_scores
+from rollout_core.compare import token_spans, word_scores, words
 from rollout_core.explanation import Explanation
 from rollout_core.figures._common import (
     HOVER_FORMAT,
@@ -77,6 +77,21 @@ def highlight_pieces(expl: Explanation) -> list[list[int | str]]:
             label = clean_token(expl.tokens[pos])
         pieces.append([unit, *code_runs(label)])
     if text is not None and cursor < len(text):
+        pieces.append([-1, *code_runs(text[cursor:])])
+    return pieces
+
+
+def word_pieces(text: str) -> list[list[int | str]]:
+    """The text as the explorer's pieces per word (`compare.words`, the units of `compare.word_scores`): unit k
+    is word k, -1 the text between words."""
+    pieces: list[list[int | str]] = []
+    cursor = 0
+    for unit, (_, start, end) in enumerate(words(text)):
+        if start > cursor:
+            pieces.append([-1, *code_runs(text[cursor:start])])
+        pieces.append([unit, *code_runs(text[start:end])])
+        cursor = end
+    if cursor < len(text):
         pieces.append([-1, *code_runs(text[cursor:])])
     return pieces
 
