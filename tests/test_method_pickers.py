@@ -43,6 +43,7 @@ def test_switching_modality_on_compare_opens_each_model_on_its_default() -> None
     assert at.selectbox(key="method").value == measured.default_method("default-text")
 
 
+@pytest.mark.slow
 def test_the_photo_model_button_opens_on_its_photo_default() -> None:
     _built("default-image", "dinov2-small")
     at = page("app_pages/image.py", example="rocket")
