@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from rollout_core import methods
 from rollout_core.models import measured, registry
 from test_pages_apptest import assert_clean, page
 
@@ -28,7 +29,7 @@ def test_dinov2_small_opens_on_its_best_method_for_photos() -> None:
     record = measured.figures("dinov2-small")
     assert record is not None and record["dataset"] == "photos"
     lifts = {m: v["mass_lift"] for m, v in record["methods"].items()}
-    assert measured.default_method("dinov2-small") == max(lifts, key=lifts.get) != "rollout"
+    assert measured.default_method("dinov2-small", methods.names()) == max(lifts, key=lifts.get) != "rollout"
 
 
 def test_switching_modality_on_compare_opens_each_model_on_its_default() -> None:
@@ -38,9 +39,9 @@ def test_switching_modality_on_compare_opens_each_model_on_its_default() -> None
     assert at.selectbox(key="method").value == "gradient"  # a link naming the method keeps it
     at.radio(key="modality").set_value("image").run()
     assert_clean(at)
-    assert at.selectbox(key="method").value == measured.default_method("default-image")
+    assert at.selectbox(key="method").value == measured.default_method("default-image", methods.names())
     at.radio(key="modality").set_value("text").run()
-    assert at.selectbox(key="method").value == measured.default_method("default-text")
+    assert at.selectbox(key="method").value == measured.default_method("default-text", methods.names())
 
 
 @pytest.mark.slow
@@ -51,7 +52,7 @@ def test_the_photo_model_button_opens_on_its_photo_default() -> None:
     at.button(key="switch_photo_model").click().run()
     assert_clean(at)
     assert at.session_state["model"] == "dinov2-small"
-    assert at.selectbox(key="method").value == measured.default_method("dinov2-small")
+    assert at.selectbox(key="method").value == measured.default_method("dinov2-small", methods.names())
 
 
 def test_a_backbone_without_figures_names_no_check_button(tiny_model_dir) -> None:

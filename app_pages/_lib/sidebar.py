@@ -66,7 +66,7 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         offered = [s.name for s in methods.runnable(handle, zero_shot=zero_shot)]
     else:
         offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
-    default = measured.default_method(model)
+    default = measured.default_method(model, methods.names())
     default = default if default in offered else offered[0]
     for name, first, choices in (("method", default, offered), ("fusion", "mean", FUSIONS)):
         param(k(name), first, choices)
@@ -166,7 +166,7 @@ def _figures_caption(record: dict | None, model: str | None, handle: Any = None)
                "deletion_auc": "deletion AUC ↓", "mass_lift": "mass lift ↑ (share on the object over a flat map's)"}
     best_on = ", then ".join(RANKING_WORDS.get(m, m) for m, _ in measured.ranked_by(record))
     st.caption(f"Figures measured on {where}: {', '.join(meaning[m] for m in shown)}. Random: {against}. "
-               f"Default: {methods.get(measured.default_method(model)).title}, the best on {best_on}.")
+               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on {best_on}.")
 
 
 def _target(raw: str) -> str | int | None:

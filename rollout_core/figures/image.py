@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import HOVER_FORMAT, colour_range, row_scores, scale_of, view_title
 
 DEFAULT_COLORMAP = "inferno"
@@ -21,7 +21,7 @@ OVERLAY_TRACE = "patches"
 """Name of the overlay's per-patch map trace, the one a viewer's opacity control sets."""
 
 
-def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+def patch_map(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
     """(rows, cols) patch shares of the chosen row (final, after layer index `layer`, or its raw attention)."""
     if expl.grid is None:
         raise InputError("This is not an image explanation: there is no patch grid to draw.")
@@ -29,7 +29,7 @@ def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool =
 
 
 def image_overlay(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -38,7 +38,7 @@ def image_overlay(
     zmax: float | None = None,
     smooth: bool = False,
 ) -> go.Figure:
-    """The processed image (`Explanation.image`) with the patch map stretched over it.
+    """The processed image (`ExplanationData.image`) with the patch map stretched over it.
 
     Each patch value covers its own block of pixels (nearest upsampling), so the hover shows the exact
     patch value with its row and column; `smooth=True` draws a bilinear upsampling instead (hover still
@@ -68,8 +68,8 @@ def image_overlay(
     return fig
 
 
-def _add_sink_marks(fig: go.Figure, expl: Explanation, dx: float, dy: float) -> None:
-    """Crosses on the patches that are attention sinks in some layer (Explanation.extras["sinks"])."""
+def _add_sink_marks(fig: go.Figure, expl: ExplanationData, dx: float, dy: float) -> None:
+    """Crosses on the patches that are attention sinks in some layer (ExplanationData.extras["sinks"])."""
     facts = expl.extras.get("sinks")
     if not facts or expl.patch_positions is None or expl.grid is None:
         return
@@ -91,7 +91,7 @@ def _add_sink_marks(fig: go.Figure, expl: Explanation, dx: float, dy: float) -> 
 
 
 def patch_heatmap(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -106,14 +106,14 @@ def patch_heatmap(
     return fig.update_traces(colorbar=dict(title=_bar_title(expl)))
 
 
-def _range(expl: Explanation, values: np.ndarray, zmax: float | None) -> tuple[float, float]:
+def _range(expl: ExplanationData, values: np.ndarray, zmax: float | None) -> tuple[float, float]:
     """The colour range of a patch map (`colour_range`), with the top given as `zmax` when asked for."""
     bottom, top = colour_range(values, expl.signed)
     top = top if zmax is None else float(zmax)
     return (-top if expl.signed else bottom), top
 
 
-def _bar_title(expl: Explanation) -> str:
+def _bar_title(expl: ExplanationData) -> str:
     return "for / against" if expl.signed else "share"
 
 
