@@ -11,7 +11,7 @@ trusted on. Each reason's rate is reported alone and combined: the distance abov
 image (`domain.GREY_BELOW`), and the model's top probability below the 2% quantile of the held-out shapes'
 (`domain.UNSURE_QUANTILE`; its own note), also among the photos the model is confident on.
 
-Output: `rollout_core/assets/domain/<model>.safetensors` (the statistics, about 0.2 MB) and
+Output: `rollout_core/models/measured/<model>.domain.safetensors` (the statistics, about 0.1 MB) and
 `docs/reliability/<model>.json` (the rates, per-photo distances, the command); docs/reliability.md quotes them.
 """
 from __future__ import annotations
@@ -119,7 +119,7 @@ def main() -> None:
     stats = domain.fit(train_f, labels, held[0], held[2], module=MODULE,
                        fingerprint=domain.weights_fingerprint(handle.model, MODULE), dataset="generated shapes",
                        rank=args.rank, shrink=args.shrink, quantile=args.quantile)
-    domain.save(stats, domain.DOMAIN_DIR / f"{args.model}.safetensors")
+    domain.save(stats, domain.DOMAIN_DIR / f"{args.model}{domain.SUFFIX}")
     photo_d = stats.distance(photo[0])
     confident = photo[2] >= stats.unsure_below
     record = {

@@ -8,8 +8,8 @@ mean (Lee et al. 2018, "A simple unified framework for detecting out-of-distribu
 The covariance is shrunk towards its mean variance and stored as its top eigenvectors plus one variance for every
 other direction (small enough to ship). `threshold` is a high quantile of held-out shapes' distances: above it the
 image counts as far. The statistics are fitted by `python -m training.fit_domain` (which measures the error rates
-written in docs/reliability.md) and stored per registry model in `assets/domain/<model>.safetensors`, with a
-fingerprint of the classifier's weights so statistics of another training run are never applied.
+written in docs/reliability.md) and stored per registry model in `models/measured/<model>.domain.safetensors`,
+with a fingerprint of the classifier's weights so statistics of another training run are never applied.
 
 The held-out images also set `unsure_below`, the top probability under which the model is unusually unsure.
 `colourfulness` is a model-free reason: every generated shape image is coloured, greyscale photos are not.
@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from rollout_core.paths import ASSETS_DIR
 
 if TYPE_CHECKING:
     import torch
 
-DOMAIN_DIR = ASSETS_DIR / "domain"
-"""Where each registry model's statistics live, as `<model>.safetensors`."""
+DOMAIN_DIR = Path(__file__).resolve().parent / "measured"
+"""Where each registry model's statistics live, as `<model>.domain.safetensors`, beside its measured record
+(measured facts about the model, not weights: they stay out of the assets' weight budget)."""
+SUFFIX = ".domain.safetensors"
 GREY_BELOW = 0.1
 """Colourfulness below which an image is nearly grey (every generated shape image is above 0.18)."""
 UNSURE_QUANTILE = 0.02
@@ -91,12 +92,14 @@ def fit(features: np.ndarray, labels: np.ndarray, held_out: np.ndarray, held_out
 
 
 def save(stats: DomainStatistics, path: Path) -> None:
-    """Write `stats` as one safetensors file (arrays as float32, the rest in its metadata)."""
+    """Write `stats` as one safetensors file: means and directions as float16 (photos and shapes fall on the same
+    side of the threshold as in float64; 0.1 MB), variances as float32, the rest in its metadata."""
     from safetensors.numpy import save_file
 
     facts = {k: v for k, v in stats.__dict__.items() if not isinstance(v, np.ndarray)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    save_file({k: np.ascontiguousarray(v, np.float32) for k, v in stats.__dict__.items() if isinstance(v, np.ndarray)},
+    save_file({k: np.ascontiguousarray(v, np.float32 if k == "variances" else np.float16)
+               for k, v in stats.__dict__.items() if isinstance(v, np.ndarray)},
               str(path), metadata={"facts": json.dumps(facts)})
 
 
@@ -105,7 +108,7 @@ def statistics(model: str) -> DomainStatistics | None:
     """The statistics shipped for registry model `model`, or None (a model without them, a hub id, a folder)."""
     from safetensors import safe_open
 
-    path = DOMAIN_DIR / f"{model}.safetensors"
+    path = DOMAIN_DIR / f"{model}{SUFFIX}"
     if "/" in model or not path.is_file():
         return None
     with safe_open(str(path), framework="numpy") as stored:
