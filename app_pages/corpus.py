@@ -6,7 +6,7 @@ import time
 import pandas as pd
 import streamlit as st
 
-from app_pages._lib import core
+from app_pages._lib import core, corpus_compare
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, model_picker
 from app_pages._lib.state import param, sync_url
@@ -20,6 +20,7 @@ from rollout_core.models import measured
 from rollout_core.paths import corpus_dir
 
 MAX_ROWS = 2000
+COMPARE = "Compare two runs"
 BATCH = 16
 
 
@@ -63,7 +64,7 @@ def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataF
 st.title("Corpus")
 st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
            "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
-SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder")
+SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder", COMPARE)
 FILTERS = ("all", "correct", "incorrect")
 with st.sidebar:
     model_name, allow_pickle = model_picker("text")
@@ -76,6 +77,10 @@ with st.sidebar:
     method = st.selectbox("Method", offered, format_func=methods.display_name, key="corpus_method")
 param("source", SOURCES[0], SOURCES)
 source = st.radio("Source", SOURCES, horizontal=True, key="source")
+if source == COMPARE:
+    corpus_compare.show()
+    sync_url()
+    st.stop()
 results, evidence = None, {}
 with core.guarded("reading the corpus"):
     if source == "Result folder":

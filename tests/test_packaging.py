@@ -51,7 +51,7 @@ def test_requirements_pin_every_declared_dependency_at_a_version_pyproject_allow
         assert spec.operator == "==", f"requirements.txt must pin {pin.name} exactly, not {pin.specifier}"
         assert req.specifier.contains(spec.version, prereleases=True), f"{pin} does not satisfy pyproject's {req}"
         assert not pin.extras and pin.marker is None, f"{pin}: pip refuses extras in a constraints file"
-    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "requirements.txt lists packages pyproject does not"
+    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "requirements.txt pins what pyproject lacks"
     (ray,) = (Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["ray"])
     assert ray.extras == {"data"}  # Ray Data, not bare ray
 

@@ -10,6 +10,7 @@ import pandas as pd
 
 from rollout_core.corpus.folder import MANIFEST
 from rollout_core.figures._common import visible
+from rollout_core.inputs.text import normalise_text
 
 
 def result_folders(root: Path) -> list[Path]:
@@ -26,7 +27,7 @@ def row_highlight_html(row: pd.Series, marker: str | None = None) -> str:
     if row.get("kind") == "image":
         tops = ", ".join(f"{html.escape(str(w))} {s:.0%}" for w, s in zip(row["top_words"], row["top_shares"]))
         return f"<b>{html.escape(str(row['id']))}</b>: {tops}"
-    text, scores = str(row["text"]), list(row["scores"])
+    text, scores = normalise_text(str(row["text"])), list(row["scores"])  # the text the spans were taken from
     top = max(scores) if scores else 0.0
     parts, cursor = [], 0
     for word, start, end, share in zip(row["words"], row["starts"], row["ends"], scores):
