@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cli_driver import assert_one_error_line, run_cli_cases
-from rollout_core.corpus import engine, folder
+from rollout_core.corpus import folder
 from rollout_core.corpus.engine import at_precision, check_precision, explain_in_batches, read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
