@@ -124,8 +124,8 @@ def test_default_text_against_a_model_folder_with_another_tokenizer(tiny_handle,
         pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")
     default = load_model("default-text")
     corpus = _corpus(24)
-    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet)
-    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet)
+    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet).out
+    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet).out
     result = cr.compare_runs(a, b, min_count=1)
     rows = result.examples.set_index("id")
     assert result.describe_a.startswith("default-text") and result.summary["rows"] == 24

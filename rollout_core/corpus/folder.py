@@ -42,7 +42,8 @@ LOCK = ".lock"
 SKIPPED = "skipped.csv"
 CHUNK_GLOB = "chunk-*.parquet"
 _CHUNK_NAME = re.compile(r"^chunk-(\d{6,})\.parquet$")
-_FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_FULL = {errno.ENOSPC: "the disk is full", errno.EDQUOT: "the disk quota is used up",
+         errno.EFBIG: "a file-size limit was reached"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +405,7 @@ def _space_errors(folder: ResultFolder) -> Iterator[None]:
     except OSError as err:
         for tmp in folder.path.glob(f".chunk-{os.getpid()}-*.tmp"):
             tmp.unlink(missing_ok=True)
-        what = "the disk is full" if err.errno in _FULL else (err.strerror or str(err))
+        what = _FULL.get(err.errno) or err.strerror or str(err)
         raise InputError(f"cannot write to {folder.path}: {what}; it keeps its {len(folder.chunks)} whole chunks "
                          f"({folder.rows()} rows): make room and rerun the same command to go on") from None
 
