@@ -7,7 +7,7 @@ from app_pages._lib.safe import safe_text
 from rollout_core import methods
 from rollout_core.models import measured
 from rollout_core.serving.malloc import limit_heap_growth
-from rollout_core.settings_env import SettingsError, check_settings
+from rollout_core.settings import SettingsError, check_settings
 
 limit_heap_growth()  # large arrays freed by the result cache go back to the system (rollout_core.serving.malloc)
 

@@ -29,7 +29,7 @@ from rollout_core.corpus.folder import Lost, open_for_writing
 from rollout_core.corpus.folder import read_results  # noqa: F401  (the folder's reader, where callers look for it)
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts, text_batches
-from rollout_core.explanation import Prediction
+from rollout_core.explanation_data import Prediction
 from rollout_core.inputs.text import model_max_length, token_counts
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
