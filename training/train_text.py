@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -208,7 +209,7 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
     torch.set_num_threads(settings["threads"])
     started = time.perf_counter()
     model, tokenizer = make_model(settings)
-    base = {k: v.clone() for k, v in model.state_dict().items()}
+    base = base_state_dict(base_model_dir())  # what setup merges the stored differences into
     frozen = min(settings["trained_layers"])
     texts, targets = training_data(settings)
     _check_top_path(model, tokenizer, texts[:8], frozen, settings["max_tokens"])
@@ -244,6 +245,12 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
     model.eval()
     examples, _ = sentiment_sets.validation_reviews()
     temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples))
+    _, neutral = sentiment_sets.validation_reviews()
+    neutral_top = (logits_of(model, tokenizer, neutral) / temperature).softmax(-1).max(-1).values
+    reliability = {  # the uncertain band holds 80% of the validation neutral statements, within [0.6, 0.9]
+        "uncertain_below": round(min(0.9, max(0.6, torch.quantile(neutral_top, 0.8).item())), 4),
+        "trained_max_tokens": max(len(f) for f in features) - 2,  # without [CLS] and [SEP]
+    }
     test = sentiment.generate(settings["test_sentences"], seed=settings["seed"], split="test")
     check = sentiment.EXAMPLE_SENTENCES[0]
     test_logits = logits_of(model, tokenizer, [e.text for e in test])
@@ -253,7 +260,8 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
         **{f"test_accuracy_{part}": accuracy(model, tokenizer,
                                              [e for e in test if sentiment.decided_by_implied(e) == implied])
            for part, implied in (("polar", False), ("implied", True))},
-        "hand_written": measure(model, tokenizer, temperature),
+        "hand_written": measure(model, tokenizer, temperature, reliability["uncertain_below"]),
+        "reliability": reliability,
         "calibration": {"temperature": temperature, "fitted_on": "reviews_validation.csv (96 reviews, NLL)",
                         "test_ece_before": classifier_ece(test_logits, label_tensor(test)),
                         "test_ece_after": classifier_ece(test_logits, label_tensor(test), temperature)},
@@ -281,7 +289,8 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=sorted(VARIANTS), default=DEFAULT_VARIANT)
-    parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing to the assets")
+    parser.add_argument("--save", type=Path, help="with --dry-run: write the stored parameters and figures here")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON", help="override a setting (experiments)")
     args = parser.parse_args()
     settings = {**BASE, **VARIANTS[args.variant], "variant": args.variant}
@@ -294,6 +303,10 @@ def main() -> None:
     print(summary(metrics))
     print(json.dumps({"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"}}))
     if args.dry_run:
+        if args.save:
+            args.save.mkdir(parents=True, exist_ok=True)
+            save_file(stored, args.save / "trained.safetensors", metadata={"format": "pt"})
+            (args.save / "training.json").write_text(json.dumps({"settings": settings, "metrics": metrics}, indent=1))
         return
     ASSET_DIR.mkdir(parents=True, exist_ok=True)
     save_file(stored, TRAINED_FILE, metadata={"format": "pt"})
