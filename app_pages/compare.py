@@ -71,10 +71,10 @@ def layer_view(fetch_a: functools.partial, fetch_b: functools.partial) -> None:
     a, b = (core.run(f"explaining side {side}", fetch) for side, fetch in zip("AB", (fetch_a, fetch_b)))
     if a is None or b is None:
         return
-    layers = min(a.num_layers, b.num_layers)
     if a.num_layers != b.num_layers:
-        st.caption(f"A has {a.num_layers} layers and B {b.num_layers}: the slider goes up to {layers} "
-                   "(each side shows its own layer of that number).")
+        st.caption(f"A's map covers {a.num_layers} layers and B's {b.num_layers}: each position of the slider shows "
+                   "each side at the same fraction of its own layers (the titles say which layer), and the last "
+                   "position compares both final maps.")
     param("sides", "shared", tuple(SIDES))
     left, right = st.columns(2)
     sides = left.radio("Colour scale", list(SIDES), key="sides", horizontal=True, format_func=SIDES.__getitem__,
@@ -83,8 +83,7 @@ def layer_view(fetch_a: functools.partial, fetch_b: functools.partial) -> None:
     with right:
         shared = shared_scale_toggle()
     controls = {OVERLAY_OPACITY: DEFAULT_OPACITY} if a.kind == "image" else None
-    layer_explorer(comparison_payload(a, b, sides, shared), layers, controls=controls,
-                   methods=(a.method, b.method))
+    layer_explorer(comparison_payload(a, b, sides, shared), (a, b), controls=controls)
     sync_url()
 
 

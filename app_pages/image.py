@@ -40,8 +40,7 @@ def layer_view(fetch: functools.partial, scale: str) -> None:
     exp = core.run("explaining the image", fetch)
     if exp is None:
         return
-    layer, raw = layer_explorer(image_payload(exp, scale, shared), exp.num_layers,
-                                controls={OVERLAY_OPACITY: DEFAULT_OPACITY}, methods=(exp.method,))
+    layer, raw = layer_explorer(image_payload(exp, scale, shared), (exp,), controls={OVERLAY_OPACITY: DEFAULT_OPACITY})
     index, opacity = views.layer_index(layer), float(st.session_state.get(OVERLAY_OPACITY.key, DEFAULT_OPACITY))
     st.subheader("Downloads")
     views.downloads(fetch, exp.kind, {

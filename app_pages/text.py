@@ -13,6 +13,7 @@ from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures, methods
+from rollout_core.figures._common import layer_words
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
 from rollout_core.explanation import Explanation
 
@@ -51,8 +52,7 @@ def layer_view(request: tuple, specials: str) -> None:
     exp = core.run("explaining the text", fetch)
     if exp is None:
         return
-    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), exp.num_layers,
-                                methods=(exp.method,))
+    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), (exp,))
     index = views.layer_index(layer)
     st.caption("Downloads of the layer on screen:")
     views.downloads(fetch, exp.kind, {"Bar chart": lambda e: figures.score_bar(e, layer=index, raw_attention=raw)},
@@ -61,7 +61,7 @@ def layer_view(request: tuple, specials: str) -> None:
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
     if heads.open:  # drawn only while open: the grid is the heaviest figure
         with heads:
-            st.caption(f"Layer {layer} of {exp.num_layers}.")
+            st.caption(f"{layer_words(exp, views.layer_index(layer)).capitalize()}.")
             head_view(exp, views.layer_index(layer), specials)
     sync_url()
 

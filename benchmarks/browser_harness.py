@@ -2,7 +2,7 @@
 
 `streamlit_server` runs `streamlit run` in a subprocess on a free port; `time_slider_moves` presses arrow keys
 on a layer slider and times, per move, key press -> the token highlight carries the new layer's marker
-(data-view="layer-k-cum") and a Plotly title ends with "up to layer k".
+(data-view="layer-k-cum") and a Plotly title says "up to layer k of".
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def streamlit_server(script: Path, log_path: Path, cwd: Path = ROOT, port: int |
 
 SLIDER = 'input[type=range][aria-label="Layer (cumulative rollout up to this layer)"]'
 SHOWN = ("k => document.querySelector(`.token-highlight[data-view='layer-${k}-cum']`) && "
-         "[...document.querySelectorAll('.gtitle')].some(t => t.textContent.endsWith(`up to layer ${k}`))")
+         "[...document.querySelectorAll('.gtitle')].some(t => t.textContent.includes(`up to layer ${k} of`))")
 
 
 def time_slider_moves(page: Any, moves: int, timeout_ms: int = 30_000) -> list[float]:

@@ -36,6 +36,8 @@ def contract_errors(value: Any, hint: Any, path: str = "data") -> list[str]:
         fits = isinstance(value, int) and not isinstance(value, bool)
     elif hint in (str, bool):
         fits = isinstance(value, hint)
+    elif hint is type(None):
+        fits = value is None
     else:
         raise TypeError(f"{path}: the checker does not know {hint!r}")
     return [] if fits else [f"{path}: {value!r} is not a {hint.__name__}"]

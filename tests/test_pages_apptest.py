@@ -160,7 +160,8 @@ def test_raw_attention_method_is_titled_per_layer_not_cumulative(tiny_model_dir:
     (data,) = explorers(at)
     assert data["label"] == "Layer"  # nothing accumulates, so the slider does not say "cumulative rollout"
     for k in range(1, data["layers"] + 1):
-        assert view_at(data, k, False)["figures"][0]["layout"]["title"]["text"] == f"attention at layer {k}"
+        assert view_at(data, k, False)["figures"][0]["layout"]["title"]["text"] == \
+            f"raw attention of layer {k} of {data['layers']}"
     rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert "cumulative" in explorers(rollout)[0]["label"]
 
@@ -181,7 +182,9 @@ def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model
             mode = "raw" if raw else "cum"
             assert f'data-view="layer-{k}-{mode}"' in view["html"] and ">good<" in view["html"]
             title = view["figures"][0]["layout"]["title"]["text"]
-            assert title == (f"raw attention of layer {k}" if raw else f"rollout up to layer {k}")
+            final = " (final)" if k == layers else ""
+            assert title == (f"raw attention of layer {k} of {layers}" if raw else
+                             f"Attention rollout up to layer {k} of {layers}{final}")
             expected = f"raw attention of layer {k}," if raw else f"through {k} layer{'s' if k > 1 else ''},"
             assert expected in view["summary"]
     assert view_at(data, 1)["html"] != view_at(data, layers)["html"]  # the views do differ

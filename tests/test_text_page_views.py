@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Callable
 
 from rollout_core.inputs.unknown import UnknownShare, confidence_note, unknown_share
+from page_views import explorers
 from test_pages_apptest import assert_clean, page, texts
 
 EMOJI = "😍😍 🔥 👍 🎉"
@@ -83,3 +84,22 @@ def test_the_raw_toggle_of_a_contribution_method_names_its_contributions(tiny_mo
     assert "ALTI contributions" in data["raw_label"] and "attention" not in data["raw_label"]
     rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="rollout")
     assert explorers(rollout)[0]["raw_label"] == "Show this layer's own attention instead"
+
+
+def test_a_chosen_layer_survives_a_new_input_but_a_new_method_shows_the_final_map(
+        tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("roberta")), text="a good film", layer="1",
+              layer_raw="1")
+    assert_clean(at)
+    data = explorers(at)[0]
+    assert (data["layer"], data["raw"]) == (1, True)  # a shared link that names a layer keeps it
+    at.text_area(key="text").set_value("a bad film").run()
+    assert (explorers(at)[0]["layer"], explorers(at)[0]["raw"]) == (1, True)  # the user's choice, on a new input
+    before = explorers(at)[0]["identity"]
+    at.selectbox(key="method").set_value("attention").run()
+    assert_clean(at)
+    data = explorers(at)[0]
+    assert data["identity"] != before  # the browser takes the server's position instead of keeping its own
+    assert (data["layer"], data["raw"]) == (data["layers"], False) == (3, False)
+    at.run()
+    assert "layer" not in at.query_params and "layer_raw" not in at.query_params

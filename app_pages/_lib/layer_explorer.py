@@ -98,17 +98,26 @@ def comparison_payload(a: Explanation, b: Explanation, sides: str = "shared", sh
     return layer_views.comparison_payload(a, b, sides=sides, shared_scale=shared_scale, colormap=colormap)
 
 
-def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
-                   controls: dict[layer_views.TraceControl, float] | None = None,
-                   methods: Sequence[str] = ()) -> tuple[int, bool]:
-    """Mount the explorer on `payload` (from one of the *_payload functions); return the (layer, raw) it shows.
-    `methods` shown name the slider (`slider_label`: "cumulative" only when they accumulate) and the raw-view
-    toggle (`raw_label`: their own attention, or contributions for ALTI, norm-based and value zeroing).
+def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "layer",
+                   controls: dict[layer_views.TraceControl, float] | None = None) -> tuple[int, bool]:
+    """Mount the explorer on `payload` (from one of the *_payload functions, of the explanations `shown`);
+    return the (slider position, raw) it shows. The methods shown name the slider (`slider_label`: "cumulative"
+    only when they accumulate) and the raw-view toggle (`raw_label`: their own attention, or contributions for
+    ALTI, norm-based and value zeroing); the slider covers the deepest explanation's layers.
 
-    The position lives in session state under `key` and `{key}_raw` (URL settings), so it survives a new
-    input, a reload and a shared link; so does each of `controls` (control -> default value), under its key."""
+    The view is final unless the user chose a layer: the position lives in session state under `key` and
+    `{key}_raw` (URL settings), so it survives a new input, a reload and a shared link that names it, and goes
+    back to the last layer (cumulative) when the models, methods, modality or depths shown change (`identity`).
+    So does each of `controls` (control -> default value), under its key."""
+    num_layers = max(e.num_layers for e in shown)
+    methods = tuple(e.method for e in shown)
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
+    identity = _identity(shown)
+    seen = f"_{key}_identity"
+    if st.session_state.get(seen, identity) != identity:
+        st.session_state[key], st.session_state[f"{key}_raw"] = layer, raw = num_layers, False
+    st.session_state[seen] = identity
     controls = controls or {}
     specs = [control.spec(param(control.key, default, low=control.low, high=control.high)) for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
@@ -124,11 +133,20 @@ def layer_explorer(payload: Payload, num_layers: int, key: str = "layer",
         except OSError as err:
             st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
                        "the layer slider cannot be drawn (the highlight and summary still follow it).")
-    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw, "label": slider_label(*methods),
-                          "raw_label": raw_label(*methods), "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs}
+    data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
+                          "label": slider_label(*methods), "raw_label": raw_label(*methods),
+                          "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs,
+                          "identity": identity,
+                          "url": {"layer": key, "raw": f"{key}_raw",
+                                  "defaults": {c.key: float(d) for c, d in controls.items()}}}
     _COMPONENT(key=f"{key}_explorer", data=data,
                on_view_change=_follow(key, num_layers, tuple(controls)))
     return int(st.session_state[key]), bool(st.session_state[f"{key}_raw"])
+
+
+def _identity(shown: Sequence[Explanation]) -> str:
+    """What a slider position means: the kind, model, method and layer range of each explanation shown."""
+    return repr([(e.kind, e.model_name, e.method, e.settings.get("start_layer"), e.num_layers) for e in shown])
 
 
 def _follow(key: str, num_layers: int, controls: tuple[layer_views.TraceControl, ...]) -> Callable[[], None]:

@@ -34,16 +34,42 @@ def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool 
     return np.asarray(source[layer], dtype=np.float64)
 
 
+def method_title(method: str) -> str:
+    """A method's display name from the registry ("ALTI rollout"); the id itself for names outside it
+    (attribution baselines, a method an old saved file names)."""
+    return methods.get(method).title if method in methods.names() else method
+
+
+def total_layers(expl: Explanation) -> int:
+    """The model's number of layers (the slider may cover fewer: a start or end layer, fine-tuned blocks)."""
+    return int(expl.settings.get("model_layers") or model_layer(expl, expl.num_layers - 1))
+
+
+def layer_words(expl: Explanation, layer: int) -> str:
+    """Which model layer of how many layer index `layer` is: "layer 4 of 12"."""
+    return f"layer {model_layer(expl, layer)} of {total_layers(expl)}"
+
+
 def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> str:
-    """Plain words for what a view shows, e.g. "rollout up to layer 4", "attention at layer 4" (a method that
-    does not accumulate over layers) or "raw attention of layer 4"."""
-    if layer is None:
-        return f"{expl.method} (final)"
-    number = model_layer(expl, layer)
-    if raw_attention:
-        spec = next((s for s in methods.all_methods() if s.name == expl.method), None)
-        return f"{spec.layer_view if spec else 'raw attention'} of layer {number}"
-    return f"{expl.method} up to layer {number}" if is_cumulative(expl.method) else f"{expl.method} at layer {number}"
+    """Plain words for what a view shows, naming the method by its display name and the layer of how many:
+    "Attention rollout up to layer 4 of 12", "... up to layer 12 of 12 (final)", "ALTI rollout, layers 11-12 of
+    12 (final)" (a start layer), "raw attention of layer 4 of 12" (the per-layer view, or a method that shows one
+    layer), "AttnLRP (relevance propagation), whole model" (one map of the model, the same at every position)."""
+    spec = methods.get(expl.method) if expl.method in methods.names() else None
+    index = expl.num_layers - 1 if layer is None else int(layer)
+    where = layer_words(expl, index)
+    if raw_attention or (spec is not None and spec.single_layer):
+        return f"{spec.layer_view if spec else 'raw attention'} of {where}"
+    if spec is not None and not spec.layered:
+        return f"{spec.title}, whole model"
+    final = " (final)" if index == expl.num_layers - 1 else ""
+    start = int(expl.settings.get("start_layer") or 0)
+    if start and index and (spec is None or spec.cumulative):
+        return f"{method_title(expl.method)}, layers {start + 1}-{model_layer(expl, index)} of {total_layers(expl)}{final}"
+    if start and (spec is None or spec.cumulative):
+        return f"{method_title(expl.method)}, {where}{final}"
+    joint = " up to " if spec is None or spec.cumulative else " at "
+    return f"{method_title(expl.method)}{joint}{where}{final}"
 
 
 def is_cumulative(method: str) -> bool:

@@ -53,8 +53,9 @@ class PanelView(TypedDict):
 class ViewData(TypedDict):
     """One slider position: values per series (rounded to `layer_views.DIGITS` significant digits) and their
     colour-scale tops, one PanelView per panel, a plain-text summary, the `data-view` marker of the explorer,
-    escaped HTML drawn by the core below the highlights ("" none) and whole Plotly figures drawn by the server
-    after the panels' (without template; compare's difference)."""
+    escaped HTML drawn by the core below the highlights ("" none), whole Plotly figures drawn by the server
+    after the panels' (without template; compare's difference) and the slider's reading at this position
+    (`position`: "layer 4 of 12", or each side's layer on Compare)."""
 
     series: list[list[float]]
     tops: list[float]
@@ -63,6 +64,7 @@ class ViewData(TypedDict):
     marker: str
     html: str
     figures: list[dict[str, Any]]
+    position: str
 
 
 class ModeViews(TypedDict):
@@ -96,9 +98,21 @@ class ControlSpec(TypedDict):
     value: float
 
 
+class UrlKeys(TypedDict):
+    """The address-bar names of the slider's settings and the controls' defaults, so the browser updates the
+    link at once (each left out at its default, as the server writes them)."""
+
+    layer: str
+    raw: str
+    defaults: dict[str, float]
+
+
 class ExplorerData(TypedDict):
     """The explorer's whole `data`: the payload, the number of layers, the starting position, labels, where
-    plotly.js comes from ("" = no figures drawn, "inline" = already on the page) and the extra controls."""
+    plotly.js comes from ("" = no figures drawn, "inline" = already on the page) and the extra controls.
+    `identity` names what the positions mean (models, methods, depths): when it changes the browser takes the
+    server's position (a reset to the final map) instead of keeping its own. `url` (the dashboard only): the
+    address-bar names the slider writes to (None: the standalone page has none to follow)."""
 
     payload: Payload
     layers: int
@@ -109,6 +123,8 @@ class ExplorerData(TypedDict):
     one_map: bool  # the methods shown give one map of the whole model: the slider moves only the raw view
     plotly_url: str
     controls: list[ControlSpec]
+    identity: str
+    url: UrlKeys | None
 
 
 def mode(raw: bool) -> str:

@@ -147,7 +147,12 @@ export default function (component) {
   if (!root) root = build(parentElement);
   const slider = root.querySelector('input[type="range"]');
   const toggle = root.querySelector('input[type="checkbox"]');
-  const state = root.lxState || (root.lxState = { id: null, layer: data.layer, raw: data.raw, timer: null, controls: {} });
+  const state = root.lxState || (root.lxState = { id: null, identity: data.identity, layer: data.layer, raw: data.raw,
+                                                  timer: null, controls: {} });
+  if (state.identity !== data.identity) {
+    // another method, model, modality or depth: the server reset the view to its final map (data.layer, data.raw)
+    Object.assign(state, { id: null, identity: data.identity, layer: data.layer, raw: data.raw });
+  }
   const controls = data.controls || [];
   for (const c of controls) if (!(c.key in state.controls)) state.controls[c.key] = c.value;
 
@@ -199,7 +204,7 @@ export default function (component) {
     const view = current();
     slider.value = String(state.layer);
     toggle.checked = state.raw;
-    root.querySelector(".lx-value").textContent = `${state.layer} / ${data.layers}`;
+    root.querySelector(".lx-value").textContent = view.position || `${state.layer} / ${data.layers}`;
     drawHtml(root.querySelector(".lx-html"), payload, view);
     root.querySelector(".lx-summary").textContent = view.summary;
     root.dataset.view = view.marker;
@@ -224,7 +229,25 @@ export default function (component) {
     });
   }
 
+  // The address bar follows at once (the server's settings catch up after the debounced report): each setting
+  // named in data.url is written as the server writes it (state.py), and left out at its default.
+  function followInUrl() {
+    const url = data.url;
+    if (!url) return;
+    const params = new URLSearchParams(window.location.search);
+    const put = (name, value, fallback) => (value === fallback ? params.delete(name) : params.set(name, value));
+    put(url.layer, String(state.layer), String(data.layers));
+    put(url.raw, state.raw ? "1" : "0", "0");
+    for (const c of controls) put(c.key, String(state.controls[c.key]), String(url.defaults[c.key]));
+    const query = params.toString();
+    const next = `${window.location.pathname}${query ? `?${query}` : ""}${window.location.hash}`;
+    if (next !== `${window.location.pathname}${window.location.search}${window.location.hash}`) {
+      window.history.replaceState(window.history.state, "", next);
+    }
+  }
+
   function report() {
+    followInUrl();
     clearTimeout(state.timer);
     state.timer = setTimeout(() => setStateValue("view", { layer: state.layer, raw: state.raw,
                                                             controls: { ...state.controls } }), REPORT_DELAY_MS);

@@ -21,8 +21,9 @@ import plotly.graph_objects as go
 
 from rollout_core import compare
 from rollout_core.explanation import Explanation
-from rollout_core.figures._common import SCORE_SCALE, positive_max, row_scores, scale_stops, view_title
-from rollout_core.figures.comparison import difference_figure, shared_zmax
+from rollout_core.figures._common import (SCORE_SCALE, layer_words, method_title, positive_max, row_scores,
+                                          scale_stops, view_title)
+from rollout_core.figures.comparison import difference_figure
 from rollout_core.figures.explorer_payload import (BARS, CUMULATIVE, HIGHLIGHT, MAP, RAW, ControlSpec, Panel,
                                                    PanelView, Payload, ViewData)
 from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
@@ -70,15 +71,26 @@ def rounded(values: Any) -> list[float]:
     return [float(f"{v:.{DIGITS}g}") for v in np.asarray(values, np.float64).ravel().tolist()]
 
 
-def scale_tops(*expls: Explanation, num_layers: int | None = None) -> dict[bool, float]:
+def shown_top(expl: Explanation, index: int, raw: bool) -> float:
+    """Top of a 0-based colour scale for what is shown of `expl` at layer index `index` (display shares)."""
+    row = row_scores(expl, index, raw)
+    return positive_max(expl.score_map(row) if expl.kind == "image" else expl.display_scores(row))
+
+
+def scale_tops(*expls: Explanation) -> dict[bool, float]:
     """One colour-scale top per mode: the largest shown share over every layer of every explanation."""
-    layers = num_layers if num_layers is not None else min(e.num_layers for e in expls)
-    return {raw: max(shared_zmax(*expls, layer=i, raw_attention=raw) for i in range(layers)) for raw in (False, True)}
+    return {raw: max(shown_top(e, i, raw) for e in expls for i in range(e.num_layers)) for raw in (False, True)}
 
 
 def _tops(expls: tuple[Explanation, ...], shared_scale: bool) -> dict[bool, float | None]:
     """Colour-scale tops per mode: one over every layer (`shared_scale`), or None = each layer its own maximum."""
     return scale_tops(*expls) if shared_scale else {False: None, True: None}
+
+
+def side_layer(position: int, positions: int, layers: int) -> int:
+    """The layer index a side of `layers` layers shows at slider index `position` of `positions` (relative
+    depth: the same fraction of its own depth, rounded up, so the last position is every side's last layer)."""
+    return max(0, math.ceil((position + 1) * layers / positions) - 1)
 
 
 class _Figures:
@@ -114,12 +126,14 @@ def _map(series: int, spec: dict[str, Any], rows: int, trace_name: str | None = 
 
 
 def _view(series: list[np.ndarray], tops: list[float | None], panels: list[tuple[str, str]], summary: str,
-          marker: str, html_text: str = "", figures: list[dict[str, Any]] | None = None) -> ViewData:
+          marker: str, position: str, html_text: str = "", figures: list[dict[str, Any]] | None = None
+          ) -> ViewData:
     """One slider position; a top of None is the series' own largest value."""
     views: list[PanelView] = [{"title": title, "marker": mark} for title, mark in panels]
     return {"series": [rounded(s) for s in series],
             "tops": [positive_max(s) if top is None else float(top) for s, top in zip(series, tops)],
-            "panels": views, "summary": summary, "marker": marker, "html": html_text, "figures": figures or []}
+            "panels": views, "summary": summary, "marker": marker, "html": html_text, "figures": figures or [],
+            "position": position}
 
 
 def _payload(panels: list[Panel], layers: int, draw: Callable[[int, bool, str], ViewData], template: Any
@@ -145,7 +159,8 @@ def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool
     def draw(index: int, raw: bool, key: str) -> ViewData:
         title = view_title(expl, index, raw)
         return _view([expl.display_scores(row_scores(expl, index, raw))], [tops[raw]],
-                     [(title, key), (title, "")][:len(panels)], summarize(expl, layer=index, raw_attention=raw), key)
+                     [(title, key), (title, "")][:len(panels)], summarize(expl, layer=index, raw_attention=raw), key,
+                     layer_words(expl, index))
 
     return _payload(panels, expl.num_layers, draw, plot.template)
 
@@ -163,7 +178,7 @@ def image_payload(expl: Explanation, *, colormap: str = DEFAULT_COLORMAP, shared
     def draw(index: int, raw: bool, key: str) -> ViewData:
         title = view_title(expl, index, raw)
         return _view([expl.score_map(row_scores(expl, index, raw))], [tops[raw]], [(title, "")] * len(panels),
-                     summarize(expl, layer=index, raw_attention=raw), key,
+                     summarize(expl, layer=index, raw_attention=raw), key, layer_words(expl, index),
                      f'<div class="image-view" data-view="{html.escape(key, quote=True)}"></div>')
 
     return _payload(panels, expl.num_layers, draw, plot.template)
@@ -173,32 +188,33 @@ SIDE_SCALES = ("shared", "each")
 """Compare's colour scales: both sides on one scale, or each side on its own (a faint side stays visible)."""
 
 
-def _side_tops(a: Explanation, b: Explanation, layers: int, sides: str, shared_scale: bool
-               ) -> Callable[[int, bool], tuple[float | None, float | None]]:
-    """(top of A, top of B) at (layer index, raw): one over both sides or each its own (`sides`), per layer or
-    over every layer (`shared_scale`); None = that figure's own largest value."""
+def _side_tops(a: Explanation, b: Explanation, sides: str, shared_scale: bool
+               ) -> Callable[[int, int, bool], tuple[float | None, float | None]]:
+    """(top of A, top of B) at (A's layer index, B's layer index, raw): one over both sides or each its own
+    (`sides`), per position or over every layer (`shared_scale`); None = that figure's own largest value."""
     if sides not in SIDE_SCALES:
         raise ValueError(f"sides must be one of {SIDE_SCALES}, not {sides!r}")
     if sides == "shared":
         if shared_scale:
-            tops = scale_tops(a, b, num_layers=layers)
-            return lambda index, raw: (tops[raw], tops[raw])
-        return lambda index, raw: (shared_zmax(a, b, layer=index, raw_attention=raw),) * 2
+            tops = scale_tops(a, b)
+            return lambda ia, ib, raw: (tops[raw], tops[raw])
+        return lambda ia, ib, raw: (max(shown_top(a, ia, raw), shown_top(b, ib, raw)),) * 2
     if shared_scale:
-        top_a, top_b = scale_tops(a, num_layers=layers), scale_tops(b, num_layers=layers)
-        return lambda index, raw: (top_a[raw], top_b[raw])
-    return lambda index, raw: (None, None)
+        top_a, top_b = scale_tops(a), scale_tops(b)
+        return lambda ia, ib, raw: (top_a[raw], top_b[raw])
+    return lambda ia, ib, raw: (None, None)
 
 
 def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared", shared_scale: bool = False,
                        colormap: str = DEFAULT_COLORMAP, opacity: float = 0.5) -> Payload:
-    """Both sides, their agreement and difference at every slider position up to the shorter model's depth
-    (each side shows its own layer of that number). Colour scales: `sides` "shared" (one for both) or "each",
-    per layer unless `shared_scale` (one over every layer). Text: the two highlights; images: each side's map
-    over its photo, titled with its model and method. The difference figure is drawn here, per position."""
-    layers = min(a.num_layers, b.num_layers)
-    tops = _side_tops(a, b, layers, sides, shared_scale)
-    header = {"A": f"A: {a.model_name}, {a.method}", "B": f"B: {b.model_name}, {b.method}"}
+    """Both sides, their agreement and difference at every slider position. The slider covers the deeper
+    side's layers and each side follows at its own relative depth (`side_layer`): the last position is both
+    final maps, whatever their depths. Colour scales: `sides` "shared" (one for both) or "each", per position
+    unless `shared_scale` (one over every layer). Text: the two highlights; images: each side's map over its
+    photo, titled with its model and method. The difference figure is drawn here, per position."""
+    positions = max(a.num_layers, b.num_layers)
+    tops = _side_tops(a, b, sides, shared_scale)
+    header = {"A": f"A: {a.model_name}, {method_title(a.method)}", "B": f"B: {b.model_name}, {method_title(b.method)}"}
     plot = _Figures()
     sides_ = (("A", a), ("B", b))
     if a.kind == "text":
@@ -216,17 +232,20 @@ def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared",
             return view_title(expl, index, raw), f"{name}-{key}"
         return html.escape(f"{header[name]} · {view_title(expl, index, raw)}"), ""
 
-    def draw(index: int, raw: bool, key: str) -> ViewData:
-        result = compare.compare(a, b, scores_a=row_scores(a, index, raw), scores_b=row_scores(b, index, raw))
+    def draw(position: int, raw: bool, key: str) -> ViewData:
+        ia, ib = (side_layer(position, positions, e.num_layers) for e in (a, b))
+        result = compare.compare(a, b, scores_a=row_scores(a, ia, raw), scores_b=row_scores(b, ib, raw))
         spearman = "n/a" if math.isnan(result.spearman) else f"{result.spearman:.3f}"
         agreement = (f'<p class="agreement" data-view="{key}"><b>Spearman rank correlation</b> {spearman} · '
                      f'<b>top-{result.k} overlap</b> {result.top_k_overlap:.0%} · '
                      f'<b>units compared</b> {len(result.units)}</p>')
-        summaries = (f"A: {summarize(a, layer=index, raw_attention=raw)}\n\n"
-                     f"B: {summarize(b, layer=index, raw_attention=raw)}")
-        difference = plot(difference_figure(a, b, layer=index, raw_attention=raw, comparison=result))
-        return _view([shown(a, index, raw), shown(b, index, raw)], list(tops(index, raw)),
-                     [title(name, expl, index, raw, key) for name, expl in sides_], summaries, key, agreement,
-                     [difference])
+        summaries = (f"A: {summarize(a, layer=ia, raw_attention=raw)}\n\n"
+                     f"B: {summarize(b, layer=ib, raw_attention=raw)}")
+        difference = plot(difference_figure(a, b, layer=ia, raw_attention=raw, comparison=result))
+        words = layer_words(a, ia), layer_words(b, ib)
+        reading = words[0] if words[0] == words[1] else f"A {words[0]} · B {words[1]}"
+        return _view([shown(a, ia, raw), shown(b, ib, raw)], list(tops(ia, ib, raw)),
+                     [title(name, expl, i, raw, key) for (name, expl), i in zip(sides_, (ia, ib))], summaries, key,
+                     reading, agreement, [difference])
 
-    return _payload(panels, layers, draw, plot.template)
+    return _payload(panels, positions, draw, plot.template)

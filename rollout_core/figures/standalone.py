@@ -81,7 +81,7 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
     return {"payload": payload, "layers": expl.num_layers, "layer": position,
             "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": raw_label(expl.method),
             "one_map": one_map(expl.method),
-            "plotly_url": "inline" if figures else "", "controls": controls}
+            "plotly_url": "inline" if figures else "", "controls": controls, "identity": "", "url": None}
 
 
 def _heading(expl: Explanation) -> tuple[str, str]:

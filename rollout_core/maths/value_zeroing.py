@@ -61,6 +61,8 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
     hidden_states: the ordinary forward's output_hidden_states (L + 1 tensors (B, n, d); entry l is layer
     l's input). attention_mask: (B, n) 1/0 or None. Rows sum to 1 over real tokens; padding rows and
     columns are exactly 0. `chunk` bounds memory: at most `chunk` copies of one sequence per layer call.
+    Float64 whatever the model's dtype: early layers' distances (1e-7..1e-5) are below what `1 - cos` resolves
+    in float32, so the cosine is taken in float64 from the model's own outputs.
     """
     layers = encoder_layers_and_values(model)
     if len(hidden_states) != len(layers) + 1:
@@ -71,7 +73,7 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
     device = hidden_states[0].device
     real = (torch.ones(batch, n, device=device) if attention_mask is None else attention_mask.to(device).float())
     mask4 = additive_mask(real, hidden_states[0].dtype)
-    out = torch.zeros(len(layers), batch, n, n, dtype=torch.promote_types(x0.dtype, torch.float32), device=device)
+    out = torch.zeros(len(layers), batch, n, n, dtype=torch.float64, device=device)
     for l, (block, value) in enumerate(layers):
         x = hidden_states[l]
         original = run_block(block, x, mask4)
@@ -82,8 +84,8 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
                 m = None if mask4 is None else mask4[b:b + 1].expand(len(rows), -1, -1, -1)
                 with _zero_value_rows(value, rows):
                     zeroed = run_block(block, xs, m)
-                ref = original[b:b + 1].to(out.dtype)
-                dist = 1 - torch.nn.functional.cosine_similarity(zeroed.to(out.dtype), ref, dim=-1)
+                ref = original[b:b + 1].double()
+                dist = 1 - torch.nn.functional.cosine_similarity(zeroed.double(), ref, dim=-1)
                 out[l, b, :, rows] = dist.T
     out = out * real[None, :, :, None] * real[None, :, None, :]
     total = out.sum(-1, keepdim=True)
