@@ -295,7 +295,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=sorted(VARIANTS), default=DEFAULT_VARIANT)
     parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing to the assets")
-    parser.add_argument("--save", type=Path, help="with --dry-run: write the stored parameters and figures here")
+    parser.add_argument("--save", type=Path, help="with --dry-run: write trained.safetensors and training.json here "
+                        "(copy both into rollout_core/assets/text-sentiment/ to commit that run)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON", help="override a setting (experiments)")
     args = parser.parse_args()
     settings = {**BASE, **VARIANTS[args.variant], "variant": args.variant}
@@ -306,20 +307,18 @@ def main() -> None:
         settings[key] = json.loads(value)
     stored, metrics = train(settings)
     print(summary(metrics))
-    print(json.dumps({"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"}}))
-    if args.dry_run:
-        if args.save:
-            args.save.mkdir(parents=True, exist_ok=True)
-            save_file(stored, args.save / "trained.safetensors", metadata={"format": "pt"})
-            (args.save / "training.json").write_text(json.dumps({"settings": settings, "metrics": metrics}, indent=1))
-        return
-    ASSET_DIR.mkdir(parents=True, exist_ok=True)
-    save_file(stored, TRAINED_FILE, metadata={"format": "pt"})
     record = {"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"},
               "check": metrics["check"], "versions": {"torch": torch.__version__,
                                                       "transformers": transformers.__version__}}
-    SETTINGS_FILE.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
+    print(json.dumps(record))
+    folder = args.save if args.dry_run else ASSET_DIR
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(stored, folder / TRAINED_FILE.name, metadata={"format": "pt"})
+    (folder / SETTINGS_FILE.name).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"trained in {metrics['train_seconds']} s; wrote {folder / TRAINED_FILE.name} "
+          f"({(folder / TRAINED_FILE.name).stat().st_size / 1e6:.1f} MB)")
 
 
 if __name__ == "__main__":
