@@ -159,7 +159,7 @@ def test_stored_differences_merge_back_within_half_a_step():
     assert stored["w" + deltas.INT8].dtype == torch.int8 and stored["w" + deltas.SCALE].shape == (6, 1)
     merged = deltas.merge(base, stored)
     step = (trained["w"] - base["w"]).abs().amax(1, keepdim=True) / 127
-    assert ((merged["w"] - trained["w"]).abs() <= step / 2 + 1e-7).all()
+    assert ((merged["w"] - trained["w"]).abs() <= step * 0.51 + 1e-7).all()  # bfloat16 scale: within 0.4%
     assert torch.equal(merged["b"], trained["b"]) and torch.equal(merged["new.weight"], trained["new.weight"])
     with pytest.raises(KeyError, match="base model lacks"):
         deltas.merge({}, stored)

@@ -246,21 +246,27 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
         if best is None or key > best[0]:
             best = (key, epoch + 1, stored_state(model, settings, base))
     _, best_epoch, stored = best
-    model.load_state_dict(deltas.merge(base, stored), strict=False)  # measure what is stored
+    metrics = stored_metrics(model, tokenizer, stored, settings, max(len(f) for f in features) - 2)
+    return stored, {"chosen_epoch": best_epoch, **metrics, "history": history,
+                    "train_seconds": round(time.perf_counter() - started, 1)}
+
+
+def stored_metrics(model, tokenizer, stored: dict[str, torch.Tensor], settings: dict, trained_max_tokens: int) -> dict:
+    """Load the model `stored` describes into `model` and measure it: the temperature and uncertain band fitted on
+    the validation set, the generated test split, every hand-written set, and the probability setup checks."""
+    model.load_state_dict(deltas.merge(base_state_dict(base_model_dir()), stored), strict=False)
     model.eval()
-    examples, _ = sentiment_sets.validation_reviews()
+    examples, neutral = sentiment_sets.validation_reviews()
     temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples))
-    _, neutral = sentiment_sets.validation_reviews()
     neutral_top = (logits_of(model, tokenizer, neutral) / temperature).softmax(-1).max(-1).values
     reliability = {  # the uncertain band holds 80% of the validation neutral statements, within [0.6, 0.9]
         "uncertain_below": round(min(0.9, max(0.6, torch.quantile(neutral_top, 0.8).item())), 4),
-        "trained_max_tokens": max(len(f) for f in features) - 2,  # without [CLS] and [SEP]
+        "trained_max_tokens": trained_max_tokens,  # without [CLS] and [SEP]
     }
     test = sentiment.generate(settings["test_sentences"], seed=settings["seed"], split="test")
     check = sentiment.EXAMPLE_SENTENCES[0]
     test_logits = logits_of(model, tokenizer, [e.text for e in test])
-    metrics = {
-        "chosen_epoch": best_epoch,
+    return {
         "test_accuracy": (test_logits.argmax(-1) == label_tensor(test)).float().mean().item(),
         **{f"test_accuracy_{part}": accuracy(model, tokenizer,
                                              [e for e in test if sentiment.decided_by_implied(e) == implied])
@@ -270,11 +276,26 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
         "calibration": {"temperature": temperature, "fitted_on": "reviews_validation.csv (96 reviews, NLL)",
                         "test_ece_before": classifier_ece(test_logits, label_tensor(test)),
                         "test_ece_after": classifier_ece(test_logits, label_tensor(test), temperature)},
-        "history": history,
-        "train_seconds": round(time.perf_counter() - started, 1),
         "check": {"text": check, "positive_probability": positive_probabilities(model, tokenizer, [check]).item()},
     }
-    return stored, metrics
+
+
+def remeasure(folder: Path) -> None:
+    """Bring a saved run's stored form to the current one (deltas.compact) and measure it again, in place."""
+    from safetensors.torch import load_file, save_file
+
+    record = json.loads((folder / SETTINGS_FILE.name).read_text())
+    settings = record["settings"]
+    stored = deltas.compact(load_file(folder / TRAINED_FILE.name))
+    model, tokenizer = make_model(settings)
+    lengths = [len(ids) for ids in tokenizer(training_data(settings)[0], truncation=True,
+                                             max_length=settings["max_tokens"])["input_ids"]]
+    metrics = record["metrics"]
+    metrics.update(stored_metrics(model, tokenizer, stored, settings, max(lengths) - 2))
+    record["check"] = metrics.pop("check")
+    save_file(stored, folder / TRAINED_FILE.name, metadata={"format": "pt"})
+    (folder / SETTINGS_FILE.name).write_text(json.dumps(record, indent=2) + "\n")
+    print(summary(metrics))
 
 
 def summary(metrics: dict) -> str:
@@ -298,7 +319,12 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="with --dry-run: write trained.safetensors and training.json here "
                         "(copy both into rollout_core/assets/text-sentiment/ to commit that run)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON", help="override a setting (experiments)")
+    parser.add_argument("--remeasure", type=Path, metavar="DIR",
+                        help="re-measure a saved run (trained.safetensors + training.json) in place, nothing else")
     args = parser.parse_args()
+    if args.remeasure:
+        remeasure(args.remeasure)
+        return
     settings = {**BASE, **VARIANTS[args.variant], "variant": args.variant}
     for item in args.set:
         key, value = item.split("=", 1)
