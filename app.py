@@ -4,6 +4,8 @@ from __future__ import annotations
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
+from rollout_core import methods
+from rollout_core.models import measured
 from rollout_core.serving.malloc import limit_heap_growth
 from rollout_core.settings_env import SettingsError, check_settings
 
@@ -17,39 +19,69 @@ except SettingsError as err:
     st.stop()
 
 
+PAGES = (  # script, title, icon, URL path, what it is for (the navigation and the home page's list)
+    ("app_pages/text.py", "Text", ":material/notes:", "text",
+     "type a sentence: the prediction, each token's share, the layer slider, the final matrix and every head"),
+    ("app_pages/image.py", "Image", ":material/image:", "image",
+     "upload an image or pick an example: the map over it, the patch grid and the same layer slider"),
+    ("app_pages/compare.py", "Compare", ":material/compare:", "compare",
+     "two models, or one model with two methods, on the same input: one colour scale, the difference, agreement"),
+    ("app_pages/evaluate.py", "Evaluate", ":material/straighten:", "evaluate",
+     "how faithful each method is on this input: deletion and insertion curves against a random ordering"),
+    ("app_pages/corpus.py", "Corpus", ":material/dataset:", "corpus",
+     "a whole data set: the words each predicted class leans on, with examples and how often they hit the evidence"),
+)
+
+
+def _figures(measured: dict | None) -> str:
+    if not measured:
+        return "–"
+    return " / ".join("–" if measured[k] is None else f"{measured[k]:.2f}" for k in ("pointing_game", "deletion_auc"))
+
+
+def _method_table() -> str:
+    """Every registered method, from the registry: what it is, when to use it, its inputs, the measured figures."""
+    rows = methods.table()
+    models = list(rows[0]["measured"]) if rows else []
+    defaults = {model: measured.default_method(model) for model in models}
+    head = ["method", "when to use it", "inputs", "class-specific",
+            *(f"{model}: pointing ↑ / deletion ↓" for model in models)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        spec = methods.get(row["name"])
+        cells = [f"**{spec.title}** (`{spec.name}`)", spec.use_when or spec.description, ", ".join(spec.modalities),
+                 "yes" if spec.class_specific else "no",
+                 *(_figures(row["measured"][m]) + (" **(default)**" if defaults[m] == spec.name else "")
+                   for m in models)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def home() -> None:
     st.title("Attention rollout dashboard")
     st.markdown(
-        """
-Which input tokens or image patches does a transformer's output draw on? **Attention rollout**
-(Abnar & Zuidema, 2020) follows the attention through every layer: each layer's heads are fused,
-the residual connection is added and rows are renormalised, Ã_l = rownorm(A_l + w·I), and the
-layers are multiplied **later layers on the left**:
-
-  R = Ã_L · Ã_(L−1) · … · Ã_1,   R[i, j] = share of input j in output i.
-
-The layer slider on each page shows R_l = Ã_l · … · Ã_1, the rollout up to layer l, or layer l's
-own attention. Also here: **attention flow** (max-flow through the same graph), **gradient-weighted
-rollout** (Chefer et al. 2021; class-specific) and **raw attention**.
-
-- **Text**: a sentence through a text model (sentiment classifier, sentence encoder, any hub model).
-- **Image**: an uploaded photo or a bundled example through a ViT (or the DINOv2 backbone).
-- **Compare**: two models, or two methods, on the same input: same colour scale, difference, agreement.
-- **Evaluate**: how faithful the maps are (deletion / insertion, pointing game against known regions).
-
-Every setting is kept in the address bar: copy the link to share exactly this view.
-"""
+        "Which input tokens or image patches does a transformer's output draw on? **Attention rollout** (Abnar & "
+        "Zuidema 2020) follows the attention through every layer, heads fused and the residual added, layers "
+        "multiplied later ones on the left: R = Ã_L · … · Ã_1, R[i, j] = share of input j in output i. Its relatives "
+        "below answer the same question in other ways. Every setting is kept in the address bar: copy the link to "
+        "share exactly this view."
     )
+    st.subheader("Pages")
+    for page, (_, title, _, _, purpose) in zip(pages[1:], PAGES):
+        left, right = st.columns([1, 5])
+        left.page_link(page, label=title, icon=page.icon)
+        right.markdown(purpose)
+    st.subheader("Methods")
+    st.markdown(_method_table())
+    st.caption("Pointing game: how often the top token or patch lies in the known deciding region of the default "
+               "model's generated test set (higher is better); deletion: area under the class probability as the "
+               "top-ranked inputs are removed (lower is better); – not measured. Without a method chosen, each "
+               "embedded model runs the one it measured best, marked (default); a model without figures runs "
+               "attention rollout.")
 
 
 # The page scripts live in app_pages/, not pages/: with a pages/ folder beside app.py, Streamlit runs in its
 # old folder mode until "/" has been visited once, so a shared link to /text on a fresh server would skip this file.
-pages = [
-    st.Page(home, title="Home", icon=":material/home:", default=True),
-    st.Page("app_pages/text.py", title="Text", icon=":material/notes:", url_path="text"),
-    st.Page("app_pages/image.py", title="Image", icon=":material/image:", url_path="image"),
-    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare:", url_path="compare"),
-    st.Page("app_pages/evaluate.py", title="Evaluate", icon=":material/straighten:", url_path="evaluate"),
-    st.Page("app_pages/corpus.py", title="Corpus", icon=":material/dataset:", url_path="corpus"),
-]
+pages = [st.Page(home, title="Home", icon=":material/home:", default=True)] + [
+    st.Page(script, title=title, icon=icon, url_path=url) for script, title, icon, url, _ in PAGES]
 st.navigation(pages).run()

@@ -4,21 +4,23 @@ from __future__ import annotations
 import time
 
 import pandas as pd
-import plotly.express as px
 import streamlit as st
 
-from app_pages._lib import core
+from app_pages._lib import core, corpus_compare
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, model_picker
+from app_pages._lib.state import param, sync_url
 from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
-from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html
+from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html, word_share_figure
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
+from rollout_core.models import measured
 from rollout_core.paths import corpus_dir
 
 MAX_ROWS = 2000
+COMPARE = "Compare two runs"
 BATCH = 16
 
 
@@ -62,12 +64,23 @@ def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataF
 st.title("Corpus")
 st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
            "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
+SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder", COMPARE)
+FILTERS = ("all", "correct", "incorrect")
 with st.sidebar:
     model_name, allow_pickle = model_picker("text")
     handle = loaded(model_name, allow_pickle)
     offered = [s.name for s in methods.runnable(handle)] if handle is not None else list(methods.names())
+    default = measured.default_method(model_name)  # the model's measured best, as on the other pages
+    param("corpus_method", default if default in offered else offered[0], tuple(offered))
+    if st.session_state["corpus_method"] not in offered:  # another model, which cannot run the method chosen
+        st.session_state["corpus_method"] = default if default in offered else offered[0]
     method = st.selectbox("Method", offered, format_func=methods.display_name, key="corpus_method")
-source = st.radio("Source", ["Generated sentences", "Uploaded CSV", "Result folder"], horizontal=True)
+param("source", SOURCES[0], SOURCES)
+source = st.radio("Source", SOURCES, horizontal=True, key="source")
+if source == COMPARE:
+    corpus_compare.show()
+    sync_url()
+    st.stop()
 results, evidence = None, {}
 with core.guarded("reading the corpus"):
     if source == "Result folder":
@@ -79,7 +92,8 @@ with core.guarded("reading the corpus"):
             folder = st.selectbox("Result folder", folders, format_func=lambda p: p.name)
             results = read_results(folder)
     else:
-        n = int(st.number_input("Rows", 10, MAX_ROWS, 100, step=10))
+        param("rows", 100, low=10, high=MAX_ROWS)
+        n = int(st.number_input("Rows", 10, MAX_ROWS, step=10, key="rows"))
         corpus = None
         if source == "Generated sentences":
             corpus, evidence = _generated(n)
@@ -95,25 +109,48 @@ if results is not None and len(results):
     if results["label"].notna().all():
         results = results.assign(correct=results["label"] == results["prediction"])
         st.caption(f"Accuracy on these rows: {results['correct'].mean():.0%}")
-        keep = st.radio("Rows", ["all", "correct", "incorrect"], horizontal=True)
+        param("filter", FILTERS[0], FILTERS)
+        keep = st.radio("Rows", FILTERS, horizontal=True, key="filter")
         if keep != "all":
             results = results[results["correct"] == (keep == "correct")]
     classes = sorted(results["prediction"].dropna().unique())
     if not classes:
-        st.info("No rows match this filter.")
+        st.info(f"No {keep} rows: every row is {'in' if keep == 'correct' else ''}correct.")
+        sync_url()
         st.stop()
-    label = st.selectbox("Predicted class", classes, format_func=safe_text)
-    table = class_tokens(results[results["prediction"] == label], min_count=2)
+    if st.session_state.get("class") not in classes:
+        st.session_state.pop("class", None)
+    param("class", classes[0], tuple(classes))
+    label = st.selectbox("Predicted class", classes, format_func=safe_text, key="class")
+    param("min_count", 1, low=1, high=1000)
+    least = int(st.number_input("Words seen at least this many times", 1, 1000, step=1, key="min_count",
+                                help="1 keeps every word: on a few rows most words appear once, and a minimum of "
+                                     "2 leaves mostly '.', 'the' and ','. Raise it on large sets to rank only "
+                                     "words that recur."))
+    table = class_tokens(results[results["prediction"] == label], min_count=least)
     top = table.head(20)
-    st.plotly_chart(px.bar(top, x="word", y="mean_share", hover_data=["count", "top1_share"],
-                           labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
-                           title=f"Words the model leans on for {safe_text(label)} (seen at least twice)"))
+    if top.empty:
+        st.info(safe_text(f"No word of the {label} rows is seen {least} times or more: lower the minimum."))
+    else:
+        st.plotly_chart(word_share_figure(top, label, least))
+        if least == 1:
+            st.caption("A word seen once ranks by its one share; raise the minimum to rank only recurring words.")
     st.download_button("Download the word table (CSV)", class_tokens(results).to_csv(index=False),
                        "corpus_words.csv", "text/csv", on_click="ignore")
     if evidence:
         rate = evidence_hit_rate(results, evidence)
         st.metric("Rows whose top word is a deciding word (ground truth)", f"{rate:.0%}")
-    if len(top):
-        word = st.selectbox("Show the rows where this word is the top word", list(top["word"]), format_func=safe_text)
+    leading = top[top["top1_share"] > 0]  # words that are the top word of at least one row
+    if len(top) and leading.empty:
+        st.info("None of these words is the top word of any row (each scores high on average without leading "
+                "one), so there are no rows to show by top word.")
+    elif len(leading):
+        words = list(leading["word"])
+        if st.session_state.get("word") not in words:
+            st.session_state.pop("word", None)
+        param("word", words[0], tuple(words))
+        word = st.selectbox("Show the rows where this word is the top word", words, format_func=safe_text,
+                            key="word")
         for _, row in examples_for(results, word, label).head(10).iterrows():
             st.markdown(row_highlight_html(row, marker=word), unsafe_allow_html=True)
+sync_url()

@@ -75,7 +75,7 @@ with one:
         bar.empty()
         if result is not None:
             st.metric("Predicted (target of every curve)", safe_text(result.predicted), f"{result.probability:.1%}",
-                      delta_color="off")
+                      delta_color="off", delta_arrow="off")
             _table(*readable_table(result.table, result.not_computed))
             cols = st.columns(2)
             for i, curve in enumerate(CURVES):

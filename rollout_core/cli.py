@@ -79,7 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="models to load at start (default: the embedded default models that are built)")
     action = serve.add_mutually_exclusive_group()
     action.add_argument("--detach", action="store_true", help="start in the background; return once it answers")
-    action.add_argument("--status", action="store_true", help="say whether a server runs (exit 1 when none)")
+    action.add_argument("--status", action="store_true", help="say whether a server runs (exit 1 when none answers)")
     action.add_argument("--stop", action="store_true", help="stop the running server")
     sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
     sub.add_parser("corpus", help="explain a whole corpus (see `corpus --help`)", add_help=False)

@@ -13,10 +13,10 @@ from typing import Sequence
 
 import numpy as np
 import torch
-from scipy.stats import spearmanr
 
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation, display_shares
+from rollout_core.maths.ranks import spearman as _rank_correlation
 
 WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
 
@@ -97,7 +97,7 @@ def spearman(a: np.ndarray, b: np.ndarray) -> tuple[float, str]:
         return float("nan"), "fewer than two units: no rank correlation"
     if np.ptp(a) == 0 or np.ptp(b) == 0:
         return float("nan"), "one side gives every unit the same score: rank correlation is undefined"
-    return float(spearmanr(a, b).statistic), ""
+    return _rank_correlation(a, b), ""
 
 
 def top_k_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
@@ -143,10 +143,15 @@ def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[lis
     return [r[0] for r in rows], np.array([r[3] for r in rows]), np.array([r[4] for r in rows]), True, note
 
 
-def _resample(score_map: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
-    tensor = torch.from_numpy(np.ascontiguousarray(score_map, dtype=np.float64))[None, None]
-    out = torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[0, 0].numpy()
-    return out / out.sum() if out.sum() > 0 else out
+def resample_maps(maps: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
+    """A (rows, cols) score map, or a stack of them (n, rows, cols), resampled bilinearly onto `grid` and each
+    renormalised to sum to 1 (a map of zeros stays zeros)."""
+    values = np.asarray(maps, dtype=np.float64)
+    tensor = torch.from_numpy(np.ascontiguousarray(values.reshape(-1, 1, *values.shape[-2:])))
+    out = torch.nn.functional.interpolate(tensor, size=grid, mode="bilinear", align_corners=False)[:, 0].numpy()
+    totals = out.sum(axis=(1, 2), keepdims=True)
+    out = np.divide(out, totals, out=out.copy(), where=totals > 0)
+    return out.reshape(*values.shape[:-2], *grid)
 
 
 def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
@@ -157,7 +162,7 @@ def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[li
         coarser = "A" if map_a.size < map_b.size else "B"
         note = f"patch grids differ ({map_a.shape[0]}x{map_a.shape[1]} vs {map_b.shape[0]}x{map_b.shape[1]}): " \
                f"the coarser map ({coarser}) was resampled bilinearly to {grid[0]}x{grid[1]} and renormalised"
-        map_a, map_b = _resample(map_a, grid), _resample(map_b, grid)
+        map_a, map_b = resample_maps(map_a, grid), resample_maps(map_b, grid)
     rows, cols = map_a.shape
     units = [f"patch {r},{c}" for r in range(rows) for c in range(cols)]
     return units, map_a.ravel(), map_b.ravel(), False, note

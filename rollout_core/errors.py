@@ -24,3 +24,7 @@ class UnsupportedModelError(RolloutError):
 
 class SecurityError(RolloutError):
     """Refused for safety: pickle weights, remote code, a path outside the allowed roots, an image bomb."""
+
+
+class RunsDiffer(InputError):
+    """Two corpus runs to be compared do not hold the same rows (ids, texts or labels differ); says what differs."""

@@ -17,11 +17,14 @@ import numpy as np
 
 @dataclass
 class Prediction:
-    """One predicted label (or next token) with its probability."""
+    """One predicted label (or next token) with its probability. Zero-shot labels also carry the cosine
+    similarity of the text to the label (`similarity`); their `probability` is only a softmax over the labels
+    given (temperature `pipeline.heads.ZERO_SHOT_TEMPERATURE`), not a classifier's confidence."""
 
     label: str
     probability: float
     index: int
+    similarity: float | None = None
 
 
 @dataclass
@@ -99,7 +102,8 @@ class Explanation:
             "layer_scores": _floats(self.layer_scores),
             "prediction": None
             if self.prediction is None
-            else [{"label": p.label, "probability": p.probability, "index": p.index} for p in self.prediction],
+            else [{"label": p.label, "probability": p.probability, "index": p.index,
+                   **({} if p.similarity is None else {"similarity": p.similarity})} for p in self.prediction],
             "target": self.target,
             "target_description": self.target_description,
             "settings": self.settings,

@@ -113,6 +113,8 @@ def _prediction_phrase(expl: Explanation) -> str:
     top = expl.prediction[0]
     if expl.settings.get("task") == "causal-lm":
         return f"The next-token prediction {top.label!r} ({_percent(top.probability)})"
+    if top.similarity is not None:
+        return f"The closest zero-shot label {top.label} (cosine similarity {top.similarity:.2f})"
     return f"The prediction {top.label} ({_percent(top.probability)})"
 
 

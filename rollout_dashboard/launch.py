@@ -47,9 +47,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (FileNotFoundError, tomllib.TOMLDecodeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    from rollout_core.extras import MissingExtraError, require
+
     try:
-        import streamlit  # noqa: F401  (only to say clearly when the [app] extra is missing)
-    except ImportError:
-        print('error: the dashboard needs Streamlit: pip install "rollout-dashboard[app]"', file=sys.stderr)
+        require("streamlit", "app")  # only to say clearly when the [app] extra is missing
+    except MissingExtraError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     os.execv(sys.executable, args)

@@ -8,7 +8,7 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ["ROLLOUT_SERVER"] = "off"  # a developer's running warm server never answers for the tests' commands
 
 from pathlib import Path  # noqa: E402
-from typing import Callable  # noqa: E402
+from typing import Callable, Iterator  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -53,3 +53,18 @@ def tiny_handle(tiny_model_dir: Callable[[str], Path]) -> Callable[[str], object
         return handles[kind]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """A local Ray with 2 CPUs for the module, its workers at normal priority (Ray's default nice 15 starves them
+    next to the test process on 2 cores)."""
+    import ray
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("RAY_worker_niceness", "0")
+        ray.init(num_cpus=2, include_dashboard=False)
+        try:
+            yield
+        finally:
+            ray.shutdown()

@@ -18,7 +18,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    """The CLI in a fresh process, in an environment without the variables that quiet progress bars (the CLI's own
+    stderr must be clean without them)."""
+    quieting = ("HF_HUB_DISABLE_PROGRESS_BARS", "TRANSFORMERS_VERBOSITY", "TQDM_DISABLE")
+    env = {k: v for k, v in os.environ.items() if k not in quieting}
+    env |= {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     return subprocess.run([sys.executable, "-m", "rollout_core", *args], input=stdin, capture_output=True,
                           text=True, env=env, cwd=ROOT, timeout=120)
 
@@ -35,6 +39,7 @@ def test_text_json_from_stdin(tiny_model_dir):
     proc = _run("text", "--model", str(tiny_model_dir("bert")), "--text", "-", "--json", "--method", "gradient",
                 "--target", "POSITIVE", stdin="the cat sat on the mat")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""  # no "Loading weights" bars, no warnings
     data = json.loads(proc.stdout)
     assert data["tokens"][0] == "[CLS]" and data["text"] == "the cat sat on the mat"
     assert len(data["scores"]) == len(data["tokens"]) and len(data["layer_scores"]) == 2
@@ -47,6 +52,7 @@ def test_image_json(tiny_model_dir, tmp_path):
     Image.fromarray((np.random.default_rng(0).random((40, 60, 3)) * 255).astype(np.uint8)).save(path)
     proc = _run("image", "--model", str(tiny_model_dir("deit")), "--image", str(path), "--json")
     assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
     data = json.loads(proc.stdout)
     assert data["grid"] == [4, 4] and data["tokens"][:2] == ["[CLS]", "[DIST]"]
     assert np.isclose(np.sum(data["score_map"]), 1.0)

@@ -1,7 +1,10 @@
 """Corpus: a killed run resumed gives each id once; the page via AppTest (Ray: tests/test_ray_engines.py)."""
 from __future__ import annotations
 
+import html
+import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
+from rollout_core.models.loading import load_model
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,3 +62,23 @@ def test_page_shows_result_folder(tiny_handle, tmp_path, monkeypatch):
     assert at.get("plotly_chart")
     html = "".join(str(m.value) for m in at.markdown)
     assert "<img" not in html
+
+
+def test_chart_titles_show_class_names_as_written(tiny_model_dir, tmp_path, monkeypatch):
+    """Issue 30: the chart title showed Markdown escapes (`bad \\(1\\*\\)`); Plotly reads HTML, not Markdown."""
+    folder = Path(shutil.copytree(tiny_model_dir("bert"), tmp_path / "model"))
+    config = json.loads((folder / "config.json").read_text())
+    names = ["bad (1*) [x]", "a<b>c</b> & d", "ok|fine ~ $5 !"]
+    config["id2label"] = dict(enumerate(names))
+    config["label2id"] = {name: i for i, name in enumerate(names)}
+    (folder / "config.json").write_text(json.dumps(config))
+    runs = tmp_path / "runs"
+    run_corpus(load_model(str(folder)), _corpus(30), runs / "run-1", batch_size=8, progress=lambda done, total: None)
+    monkeypatch.setenv("ROLLOUT_CORPUS_DIR", str(runs))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120).switch_page("app_pages/corpus.py").run()
+    at.radio[0].set_value("Result folder").run()
+    assert not at.exception, [str(e.value) for e in at.exception]
+    shown = next(s for s in at.selectbox if s.label == "Predicted class").value
+    title = json.loads(at.get("plotly_chart")[0].proto.spec)["layout"]["title"]["text"]
+    assert "\\" not in title
+    assert title.startswith(f"Words the model leans on for {html.escape(shown, quote=False)} (seen at least")

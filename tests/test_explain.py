@@ -8,6 +8,8 @@ import shutil
 
 import numpy as np
 import pytest
+
+from rollout_core.summary import summarize
 import torch
 from PIL import Image
 
@@ -200,6 +202,10 @@ def test_zero_shot_labels_against_independent_pooling(tiny_handle):
     for label, p in zip(labels, expected.tolist()):
         assert abs(got[label] - p) < 1e-5
     assert e.target == max(got, key=got.get)
+    similarity = {p.label: p.similarity for p in e.prediction}  # shown instead of the softmax share
+    for label, s in zip(labels, sims.tolist()):
+        assert abs(similarity[label] - s) < 1e-5
+    assert "cosine similarity" in summarize(e) and "%)" not in summarize(e).split(":")[0]
     with pytest.raises(InputError, match="sentence encoder"):
         explain_text(tiny_handle("bert"), "x", labels=labels)
 

@@ -54,3 +54,39 @@ def test_matrix_axis_titles_stand_off_the_token_labels() -> None:
     for axis in (fig.layout.xaxis, fig.layout.yaxis):
         assert axis.automargin is True and axis.title.standoff >= 10
     _clear_below(fig.layout, 18 * 7.2 * math.sin(math.radians(45)))
+
+
+def test_at_512_tokens_the_bars_name_the_largest_tokens_with_room_between_labels() -> None:
+    rng = np.random.default_rng(0)
+    words = [f"w{i}" for i in range(512)]
+    scores = rng.random(514) ** 8
+    offsets, pos = [(0, 0)], 0
+    for w in words:
+        offsets.append((pos, pos + len(w)))
+        pos += len(w) + 1
+    fig = F.score_bar(_text_expl(["[CLS]", *words, "[SEP]"], offsets + [(0, 0)], scores / scores.sum(),
+                                 " ".join(words)))
+    ticks = list(fig.layout.xaxis.tickvals)
+    assert len(ticks) <= F._common.TICK_LIMIT  # about 20 px per slanted label on a 600 px plot
+    gap = int(np.ceil(512 / F._common.TICK_LIMIT))
+    assert all(b - a >= gap for a, b in zip(ticks, ticks[1:]))  # never crowded
+    shown = scores[1:-1]
+    assert int(np.argmax(shown)) in ticks  # the tallest bar is named
+    labelled = set(ticks)
+    for i in np.argsort(-shown)[:10]:  # each of the ten tallest is named, or sits within a gap of a named one
+        assert i in labelled or any(abs(int(i) - t) < gap for t in labelled)
+    assert [fig.layout.xaxis.ticktext[k] for k in range(len(ticks))] == [words[t] for t in ticks]
+
+
+def test_image_figures_export_without_empty_bands_beside_the_image() -> None:
+    from test_figures import _image_expl
+
+    values = np.arange(1.0, 17.0).reshape(4, 4)
+    expl = _image_expl(values / values.sum(), image=np.zeros((224, 224, 3), np.uint8))
+    for fig in (F.image_overlay(expl), F.patch_heatmap(expl)):
+        height = int(fig.layout.height)
+        width = F.export.natural_width(fig, height)
+        plot_height = height - fig.layout.margin.t - fig.layout.margin.b
+        # a square image: the plot is as wide as it is high, plus the side margins and the colour bar
+        assert width == plot_height + fig.layout.margin.l + fig.layout.margin.r + 110
+    assert F.export.natural_width(F.score_bar(_long_expl()), 400) is None  # other figures keep the default width

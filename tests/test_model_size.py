@@ -4,14 +4,18 @@ instead of being filled with random values. Counts are checked against the param
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable
 
 import pytest
 import torch
-from safetensors.torch import save_file
+from safetensors.torch import load_file, save_file
 
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import loading
@@ -69,13 +73,71 @@ def test_unrelated_weights_are_refused_with_the_counts(tiny_model_dir: Callable[
               metadata={"format": "pt"})
     with pytest.raises(ModelLoadError) as err:
         loading.load_model(str(folder))
-    total = len(loading.load_model(str(tiny_model_dir("bert"))).model.state_dict())
+    total = sum(p.numel() for p in loading.load_model(str(tiny_model_dir("bert"))).model.parameters())
     message = str(err.value)
-    assert "do not match its config" in message and "2 weights in the files" in message
-    missing = int(message.split(" of ")[0])
-    assert 0 < missing <= total and f"of {total} weights missing" in message
+    assert "do not match its config" in message
+    assert f"declares {total:,} parameters but its weight files hold 5 (in 2 weights)" in message
 
 
 def test_a_classifier_loaded_as_an_encoder_is_not_refused(tiny_model_dir: Callable[[str], Path]) -> None:
     handle = loading.load_model(str(tiny_model_dir("bert")), task="text-encoder")  # the head's weights are unused
     assert handle.task == "text-encoder"
+
+
+def _cli_peak(argv: list[str]) -> tuple[int, str, float]:
+    """Run `python -m rollout_core *argv`; its exit status, stderr and peak resident memory (MB)."""
+    from cli_driver import ROOT, cli_env
+
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([sys.executable, "-m", "rollout_core", *argv], stdout=subprocess.DEVNULL, stderr=err,
+                                env=cli_env(ROLLOUT_SERVER="off"), cwd=ROOT)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        return proc.returncode, err.read().decode(), usage.ru_maxrss / 1024
+
+
+def test_a_config_that_does_not_fit_its_weights_is_refused_before_allocation(
+        tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
+    """Issue 30: a config declaring a vocabulary of 10^7 (320M parameters, under the size limit) made the load
+    allocate 1.2 GB before the weight check refused it; the safetensors headers tell the shapes first."""
+    fits, _, baseline = _cli_peak(["text", "a cat", "--model", str(tiny_model_dir("bert"))])
+    folder = _copy(tiny_model_dir, tmp_path, vocab_size=10**7)
+    status, err, peak = _cli_peak(["text", "a cat", "--model", str(folder)])
+    assert fits == 0 and status == 2 and err.count("\n") == 1 and err.startswith("error: "), err
+    assert "bert.embeddings.word_embeddings.weight is (93, 32) in the files, (10000000, 32) by the config" in err
+    assert peak < baseline + 400, (peak, baseline)  # 10^7 x 32 float32 would be +1220 MB
+
+
+def test_weight_files_holding_fewer_parameters_than_the_config_are_refused_before_allocation(
+        tiny_model_dir: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _copy(tiny_model_dir, tmp_path)
+    built = []
+    monkeypatch.setattr(torch.nn.Module, "to", lambda self, *a, **k: built.append(self) or self)
+    weights = load_file(str(folder / "model.safetensors"))
+    renamed = {k.replace("word_embeddings", "other_embeddings"): v for k, v in weights.items()}
+    save_file(renamed, str(folder / "model.safetensors"), metadata={"format": "pt"})
+    data = json.loads((folder / "config.json").read_text())
+    data["vocab_size"] = 200_000  # 6.4M parameters declared, the files hold ~0.1M
+    (folder / "config.json").write_text(json.dumps(data))
+    with pytest.raises(ModelLoadError, match=r"declares [\d,]+ parameters but its weight files hold [\d,]+"):
+        loading.load_model(str(folder))
+    assert not built  # refused before any model was built for real
+
+
+@pytest.mark.parametrize("name, size, what", [
+    ("config.json", 9 * 2**20, "settings file"), ("tokenizer_config.json", 9 * 2**20, "settings file"),
+    ("tokenizer.json", 65 * 2**20, "tokenizer file"), ("vocab.txt", 65 * 2**20, "tokenizer file"),
+])
+def test_oversized_files_of_a_model_folder_are_not_read(name: str, size: int, what: str,
+                                                        tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
+    """Issue 30: config.json and tokenizer files had no size cap (a 301 MB config.json peaked at 2.2 GB)."""
+    folder = _copy(tiny_model_dir, tmp_path)
+    target = folder / name
+    original = target.read_bytes() if target.exists() else b"{}"
+    with open(target, "wb") as out:  # the real content, extended to the size (a sparse tail: nothing is written)
+        out.write(original)
+        out.truncate(size)
+    status, err, _ = _cli_peak(["text", "a cat", "--model", str(folder)])
+    assert status == 2 and err.count("\n") == 1, err
+    assert f"{name} in " in err and f"a model's {what} is at most" in err, err

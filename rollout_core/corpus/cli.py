@@ -1,4 +1,5 @@
-"""`rollout corpus --data FILE --out DIR ...` explains a corpus; `rollout corpus summary DIR` prints per-class words."""
+"""`rollout corpus --data FILE --out DIR ...` explains a corpus; `rollout corpus summary DIR` prints per-class words;
+`rollout corpus compare RUN_A RUN_B` compares two runs (`compare_cli`)."""
 from __future__ import annotations
 
 import argparse
@@ -12,7 +13,8 @@ from rollout_core.errors import InputError
 def _run_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="rollout corpus", description="Explain every row of a corpus into Parquet chunks (rerun to resume). "
-        "`rollout corpus summary DIR` prints the words each predicted class leans on.")
+        "`rollout corpus summary DIR` prints the words each predicted class leans on; "
+        "`rollout corpus compare RUN_A RUN_B` compares two runs over the same data.")
     parser.add_argument("--data", required=True,
                         help="CSV / JSONL / Parquet with a text column, a datasets save_to_disk folder, "
                              "or an image folder (root/<class>/<image>)")
@@ -54,6 +56,10 @@ def _parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespa
 def main(argv: Sequence[str]) -> int:
     """Run `corpus` with its own arguments; errors surface as rollout_core.errors (the main CLI prints them)."""
     argv = list(argv)
+    if argv[:1] == ["compare"]:
+        from rollout_core.corpus import compare_cli
+
+        return compare_cli.main(argv[1:])
     if argv[:1] == ["summary"]:
         args = _parse(_summary_parser(), argv[1:])
         return 0 if args is None else _summary(args)

@@ -1,13 +1,16 @@
-"""Display helpers for result rows: escaped word highlight, and top-word-in-evidence rate."""
+"""Display helpers for result rows: escaped word highlight, the per-class word chart, and top-word-in-evidence
+rate."""
 from __future__ import annotations
 
 import html
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from rollout_core.corpus.engine import MANIFEST
+from rollout_core.figures._common import visible
+from rollout_core.inputs.text import normalise_text
 
 
 def result_folders(root: Path) -> list[Path]:
@@ -24,7 +27,7 @@ def row_highlight_html(row: pd.Series, marker: str | None = None) -> str:
     if row.get("kind") == "image":
         tops = ", ".join(f"{html.escape(str(w))} {s:.0%}" for w, s in zip(row["top_words"], row["top_shares"]))
         return f"<b>{html.escape(str(row['id']))}</b>: {tops}"
-    text, scores = str(row["text"]), list(row["scores"])
+    text, scores = normalise_text(str(row["text"])), list(row["scores"])  # the text the spans were taken from
     top = max(scores) if scores else 0.0
     parts, cursor = [], 0
     for word, start, end, share in zip(row["words"], row["starts"], row["ends"], scores):
@@ -37,6 +40,24 @@ def row_highlight_html(row: pd.Series, marker: str | None = None) -> str:
         cursor = end
     parts.append(html.escape(text[cursor:]))
     return "".join(parts)
+
+
+def plot_text(value: object) -> str:
+    """`value` as Plotly shows it literally: Plotly reads a subset of HTML in titles, ticks and hovers (not
+    Markdown), so `<`, `>` and `&` are escaped and control characters written as their codes."""
+    return html.escape(visible(str(value)), quote=False)
+
+
+def word_share_figure(table: pd.DataFrame, label: object, least: int) -> Any:
+    """Bar chart of the top `class_tokens` rows (word, mean_share, count, top1_share) for the predicted class
+    `label`, words seen at least `least` times."""
+    import plotly.express as px
+
+    seen = "seen at least once" if least == 1 else f"seen at least {least} times"
+    shown = table.assign(word=[plot_text(w) for w in table["word"]])
+    return px.bar(shown, x="word", y="mean_share", hover_data=["count", "top1_share"],
+                  labels={"word": "word (lower-cased)", "mean_share": "mean share of the explanation"},
+                  title=f"Words the model leans on for {plot_text(label)} ({seen}; top {len(table)})")
 
 
 def evidence_hit_rate(results: pd.DataFrame, evidence: Mapping[str, Sequence[tuple[int, int]]]) -> float:

@@ -11,7 +11,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from rollout_core.errors import InputError
+from rollout_core.extras import MissingExtraError, missing_message
 from rollout_core.paths import models_dir
 
 PHOTOS = {"astronaut": "astronaut.png", "chelsea": "chelsea.png", "coffee": "coffee.png", "rocket": "rocket.jpg"}
@@ -29,8 +29,7 @@ def example_images() -> dict[str, Path]:
 def _skimage_data_dir() -> Path:
     spec = importlib.util.find_spec("skimage")
     if spec is None or not spec.submodule_search_locations:
-        raise InputError("the example photos come from scikit-image, which is not installed: "
-                         "run `bash scripts/install.sh`")
+        raise MissingExtraError(missing_message("scikit-image", "setup", "the example photos (inside its wheel)"))
     return Path(list(spec.submodule_search_locations)[0]) / "data"
 
 

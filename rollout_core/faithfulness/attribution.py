@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from rollout_core.cancel import checkpoint
+from rollout_core.extras import require
 from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput
+from rollout_core.maths.ranks import spearman  # noqa: F401  (measures.py's agreement columns)
 
 IG_STEPS = 32
 IG_CHUNKS = 4
@@ -29,7 +30,7 @@ IG_CHUNKS = 4
 
 def input_x_gradient(prepared: PreparedInput, target: int) -> torch.Tensor:
     """(n,) gradient x input of the target logit, summed per position."""
-    from captum.attr import InputXGradient
+    InputXGradient = require("captum.attr", "evaluate", "captum").InputXGradient
 
     x = prepared.x.detach().clone().requires_grad_(True)
     with torch.enable_grad():
@@ -46,7 +47,7 @@ def integrated_gradients(
     With `return_delta`, also captum's completeness gap sum(attributions) - (f(x) - f(baseline)).
     The steps run in IG_CHUNKS passes; a stop checkpoint precedes each and progress(steps done) follows it.
     """
-    from captum.attr import IntegratedGradients
+    IntegratedGradients = require("captum.attr", "evaluate", "captum").IntegratedGradients
 
     done = [0]
 
@@ -69,13 +70,3 @@ def integrated_gradients(
     scores = prepared.to_positions(attr[0].detach())
     return (scores, float(delta.detach().abs().max())) if return_delta else scores
 
-
-def spearman(a: np.ndarray, b: np.ndarray) -> float:
-    """Spearman rank correlation (ties share their mean rank); NaN when either side is constant."""
-    from scipy.stats import spearmanr
-
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
-    if len(a) < 2 or np.ptp(a) == 0 or np.ptp(b) == 0:
-        return float("nan")
-    return float(spearmanr(a, b).statistic)

@@ -207,26 +207,50 @@ def _clip(label: str) -> str:
     return label if len(label) <= TICK_CHARS else label[: TICK_CHARS - 1] + "…"
 
 
-def _tick_labels(labels: list[str], limit: int) -> tuple[list[int], list[str], int]:
-    step = max(1, int(np.ceil(len(labels) / limit)))
-    idx = list(range(0, len(labels), step))
+TICK_LIMIT = 30
+"""At most this many labelled ticks: slanted 12 px labels stay apart down to about 20 px each, which a 600 px
+plot gives 30 of (more are thinned out; every bar keeps its label on hover)."""
+
+
+def _labelled(count: int, limit: int, values: np.ndarray | None) -> list[int]:
+    """Which of `count` positions get a label: all up to `limit`; beyond, every k-th, or with `values` the
+    largest ones first, each at least n / limit positions from the ones already labelled (the bars a reader
+    looks for carry their names), in position order."""
+    if count <= limit:
+        return list(range(count))
+    gap = int(np.ceil(count / limit))
+    if values is None:
+        return list(range(0, count, gap))
+    chosen: list[int] = []
+    for i in np.argsort(-np.abs(np.asarray(values, np.float64)), kind="stable"):
+        if all(abs(int(i) - j) >= gap for j in chosen):
+            chosen.append(int(i))
+        if len(chosen) == limit:
+            break
+    return sorted(chosen)
+
+
+def _tick_labels(labels: list[str], limit: int, values: np.ndarray | None = None) -> tuple[list[int], list[str], int]:
+    idx = _labelled(len(labels), limit, values)
     text = [_clip(visible(labels[i])) for i in idx]
     angle = -45 if len(idx) > 8 or any(len(t) > 10 for t in text) else 0
     return idx, text, angle
 
 
-def tick_axis(labels: list[str], limit: int = 60, title: str | None = None) -> dict:
-    """Category ticks by position (so repeated tokens keep their own slot), thinned past `limit` labels,
-    control and format characters written as their codes, cut to TICK_CHARS characters and slanted when many
-    or long; with `title`, the axis title stands off the labels."""
-    idx, text, angle = _tick_labels(labels, limit)
+def tick_axis(labels: list[str], limit: int = TICK_LIMIT, title: str | None = None,
+              values: np.ndarray | None = None) -> dict:
+    """Category ticks by position (so repeated tokens keep their own slot), at most `limit` labels (the
+    largest of `values` first when given, see `_labelled`), control and format characters written as their
+    codes, cut to TICK_CHARS characters and slanted when many or long; with `title`, the axis title stands off
+    the labels."""
+    idx, text, angle = _tick_labels(labels, limit, values)
     axis = dict(tickmode="array", tickvals=idx, ticktext=text, tickangle=angle, automargin=True)
     if title is not None:
         axis["title"] = dict(text=title, standoff=TITLE_STANDOFF)
     return axis
 
 
-def tick_margin(labels: list[str], limit: int = 60) -> int:
+def tick_margin(labels: list[str], limit: int = TICK_LIMIT) -> int:
     """Bottom margin (px) that holds `tick_axis`'s labels, the standoff and the axis title without overlap."""
     _, text, angle = _tick_labels(labels, limit)
     longest = max((len(t) for t in text), default=1) * CHAR_WIDTH * TICK_FONT_PX

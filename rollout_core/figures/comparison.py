@@ -68,7 +68,7 @@ def comparison_figure(
         hovertemplate=f"%{{y}}, %{{customdata}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
     ))
     unit = "word" if result.aligned_by_words else "token"
-    fig.update_layout(title=f"Same colour scale on both sides (per {unit})", xaxis=tick_axis(result.units, title=unit),
+    fig.update_layout(title=f"Same colour scale on both sides (per {unit})", xaxis=tick_axis(result.units, title=unit, values=np.maximum(result.a, result.b)),
                       yaxis=dict(autorange="reversed"), height=200 + tick_margin(result.units),
                       margin=dict(l=60, r=10, t=40, b=tick_margin(result.units)))
     return fig
@@ -103,7 +103,8 @@ def difference_figure(
             marker=dict(color=diff, colorscale=DIFFERENCE_SCALE, cmin=-bound, cmax=bound, colorbar=dict(title=name)),
             hovertemplate=f"%{{customdata}}: {name} = %{{y:{HOVER_FORMAT}}}<extra></extra>",
         ))
-        fig.update_layout(xaxis=tick_axis(result.units, title="word" if result.aligned_by_words else "token"),
+        fig.update_layout(xaxis=tick_axis(result.units, title="word" if result.aligned_by_words else "token",
+                                          values=diff),
                           yaxis=dict(title=name, range=[-bound * 1.05, bound * 1.05]),
                           height=260 + tick_margin(result.units), title=name,
                           margin=dict(l=50, r=10, t=40, b=tick_margin(result.units)))

@@ -14,14 +14,18 @@ from plotly.colors import sample_colorscale
 
 from rollout_core.errors import RolloutError
 from rollout_core.explanation import Explanation
+from rollout_core.extras import MissingExtraError, require
 
 _log = logging.getLogger(__name__)
 _FALLBACK_SIDE = 480  # longer side, in pixels, of a fallback heatmap without an image under it
+DEFAULT_WIDTH = 900
+"""Export width of a figure that is not image-like (`natural_width`) when none is asked for."""
 
 
-def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, scale: float = 2.0,
+def figure_png(fig: go.Figure, *, width: int | None = None, height: int | None = None, scale: float = 2.0,
                fallback: bool = True) -> bytes:
-    """The figure as PNG bytes.
+    """The figure as PNG bytes, `width` (default: an image-like figure's `natural_width`, else DEFAULT_WIDTH)
+    by `height` (default: the figure's) layout pixels, times `scale`.
 
     First Plotly's own export (kaleido v1, which drives a headless Chrome; the browser is taken from
     `BROWSER_PATH`, else `chromium` on PATH, e.g. Debian's /usr/bin/chromium). If kaleido cannot run and
@@ -33,28 +37,56 @@ def figure_png(fig: go.Figure, *, width: int = 900, height: int | None = None, s
     unavailable.
     """
     height = height or int(fig.layout.height or 500)
+    width = width or natural_width(fig, height) or DEFAULT_WIDTH
     try:
         return _kaleido(fig, "png", width, height, scale)
     except Exception as err:  # kaleido/Chrome missing or failing: any error here means "cannot export"
+        if not fallback and isinstance(err, MissingExtraError):
+            raise
         if not fallback:
             raise RolloutError(f"PNG export needs kaleido and Chrome/Chromium, which failed: {err}") from err
         _log.warning("kaleido export failed (%s); drawing the numpy fallback", err)
     return raster_png(fig)
 
 
-def figure_svg(fig: go.Figure, *, width: int = 900, height: int | None = None) -> bytes:
+def figure_svg(fig: go.Figure, *, width: int | None = None, height: int | None = None) -> bytes:
     """The figure as SVG bytes (kaleido; no fallback: a vector file cannot be made without it)."""
     return _vector(fig, "svg", width, height)
 
 
-def figure_pdf(fig: go.Figure, *, width: int = 900, height: int | None = None) -> bytes:
+def figure_pdf(fig: go.Figure, *, width: int | None = None, height: int | None = None) -> bytes:
     """The figure as PDF bytes (kaleido; no fallback)."""
     return _vector(fig, "pdf", width, height)
 
 
-def _vector(fig: go.Figure, fmt: str, width: int, height: int | None) -> bytes:
+def natural_width(fig: go.Figure, height: int) -> int | None:
+    """The width at which an image-like figure (y axis scale-anchored to x: overlays, patch grids) fills its
+    plot area at `height` pixels, so an export has no empty bands beside the image: the plot height times the
+    axes' aspect, plus the side margins and room for a colour bar. None for other figures."""
+    layout = fig.layout
+    if layout.yaxis.scaleanchor != "x":
+        return None
+    x_range, y_range = layout.xaxis.range, layout.yaxis.range
+    if x_range is None or y_range is None:
+        grids = [np.shape(t.z) for t in fig.data if t.type == "heatmap" and t.z is not None]
+        if not grids:
+            return None
+        rows, cols = grids[0][:2]
+        x_range, y_range = (0, cols), (0, rows)
+    aspect = abs(x_range[1] - x_range[0]) / max(abs(y_range[1] - y_range[0]), 1e-9)
+    margin = layout.margin
+    plot_height = height - (margin.t or 0) - (margin.b or 0)
+    scale_bar = 110 if any(t.type == "heatmap" and t.showscale is not False for t in fig.data) else 0
+    return int(round(plot_height * aspect + (margin.l or 0) + (margin.r or 0) + scale_bar))
+
+
+def _vector(fig: go.Figure, fmt: str, width: int | None, height: int | None) -> bytes:
+    height = height or int(fig.layout.height or 500)
+    width = width or natural_width(fig, height) or DEFAULT_WIDTH
     try:
-        return _kaleido(fig, fmt, width, height or int(fig.layout.height or 500), 1.0)
+        return _kaleido(fig, fmt, width, height, 1.0)
+    except MissingExtraError:
+        raise
     except Exception as err:  # kaleido/Chrome missing, failing or past the time limit
         raise RolloutError(f"{fmt.upper()} export needs kaleido and Chrome/Chromium, which failed: {err}") from err
 
@@ -188,7 +220,7 @@ _KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_na
 def _kaleido(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> bytes:
     """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
     not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
-    import kaleido
+    kaleido = require("kaleido", "export", what=f"{fmt.upper()} export")
 
     job = _KALEIDO_WORKER.submit(
         kaleido.calc_fig_sync, fig.to_dict(), opts=dict(format=fmt, width=width, height=height, scale=scale),

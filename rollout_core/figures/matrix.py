@@ -10,6 +10,7 @@ from rollout_core.explanation import Explanation
 from rollout_core.figures._common import (
     HOVER_FORMAT,
     SCORE_SCALE,
+    TICK_LIMIT,
     TITLE_STANDOFF,
     _check_layer,
     clean_token,
@@ -48,9 +49,9 @@ def matrix_heatmap(
     fig.update_layout(
         title=title,
         xaxis=dict(title=dict(text="input token (key, column j)", standoff=TITLE_STANDOFF), type="category",
-                   automargin=True, tickangle=tick_axis(labels)["tickangle"]),
+                   automargin=True, tickangle=tick_axis(labels)["tickangle"], nticks=TICK_LIMIT),
         yaxis=dict(title=dict(text="output token (query, row i)", standoff=TITLE_STANDOFF), autorange="reversed",
-                   type="category", automargin=True),
+                   type="category", automargin=True, nticks=2 * TICK_LIMIT),
         height=max(380, min(900, 14 * len(labels) + 160)),
         margin=dict(l=80, r=10, t=40, b=tick_margin(labels)),
     )

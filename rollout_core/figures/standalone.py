@@ -44,7 +44,7 @@ def explorer_asset(kind: str) -> str:
 
 
 @lru_cache(maxsize=1)
-def _plotly_js() -> str:
+def plotly_js() -> str:
     import plotly
 
     return (Path(plotly.__file__).parent / "package_data" / "plotly.min.js").read_text(encoding="utf-8")
@@ -59,7 +59,7 @@ def _classic_script() -> str:
     return source.replace(_MODULE_EXPORT, "window.rolloutLayerExplorer = function (component)")
 
 
-def _script_json(value: Any) -> str:
+def script_json(value: Any) -> str:
     """JSON that is safe inside a <script> element: no "<" (so no "</script>"), no raw line separators."""
     text = json.dumps(value, ensure_ascii=False, allow_nan=False)
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
@@ -90,7 +90,8 @@ def _heading(expl: Explanation) -> tuple[str, str]:
     facts = [f"explained: {expl.target_description}"]
     if expl.prediction:
         top = expl.prediction[0]
-        facts.insert(0, f"prediction: {top.label} ({top.probability:.1%})")
+        facts.insert(0, f"closest label: {top.label} (cosine similarity {top.similarity:.2f})"
+                     if top.similarity is not None else f"prediction: {top.label} ({top.probability:.1%})")
     return title, html.escape(" · ".join(facts))
 
 
@@ -98,12 +99,12 @@ def standalone_html(expl: Explanation, *, figures: bool = True, **view: Any) -> 
     """The whole page as one string (see the module docstring); `view` as in `explorer_data`."""
     data = explorer_data(expl, figures=figures, **view)
     title, meta = _heading(expl)
-    plotly = f"<script>{_plotly_js()}</script>" if figures else ""
+    plotly = f"<script>{plotly_js()}</script>" if figures else ""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         f"<title>{html.escape(title)}</title><style>{_PAGE_STYLE}{explorer_asset('css')}</style>{plotly}</head>"
         f'<body><h1 class="lx-head">{html.escape(title)}</h1><p class="lx-meta">{meta}</p>'
-        f'<div id="explorer"></div><script type="application/json" id="explorer-data">{_script_json(data)}</script>'
+        f'<div id="explorer"></div><script type="application/json" id="explorer-data">{script_json(data)}</script>'
         f"<script>{_classic_script()}</script>"
         "<script>window.rolloutLayerExplorer({data: JSON.parse(document.getElementById('explorer-data').textContent),"
         " parentElement: document.getElementById('explorer'), setStateValue: () => {}});"

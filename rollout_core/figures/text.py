@@ -187,7 +187,7 @@ def score_bar(
     )
     fig.update_layout(
         title=view_title(expl, layer, raw_attention),
-        xaxis=tick_axis(labels, title="word" if level == "word" else "token"),
+        xaxis=tick_axis(labels, title="word" if level == "word" else "token", values=values),
         yaxis=dict(title="share of the shown mass", range=[0, top * 1.05]),
         margin=dict(l=50, r=10, t=40, b=tick_margin(labels)),
         height=280 + tick_margin(labels),

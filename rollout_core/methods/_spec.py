@@ -61,6 +61,7 @@ class MethodSpec:
     title: str  # the display name: the picker's label and what tables and captions call it
     phrase: str  # how a summary names it: "attention rollout through 6 layers"
     description: str  # one sentence for help texts
+    use_when: str = ""  # one line on when to reach for it (the home page and the method table's readers)
     explains: str = ""  # what a value means, for the method table: "share of the [CLS] row ..."
     class_specific: bool = False  # the map changes with the class asked about
     signed: bool = False  # values speak for (positive) or against (negative) the class; else non-negative shares

@@ -25,6 +25,8 @@ METHOD = MethodSpec(
     description="Measures how close each token's transformed vector (attention, residual and layer norm) is to the "
                 "layer's output, by L1 distance (Ferrando et al. 2022), then multiplies these contributions "
                 "through the layers.",
+    use_when="To follow where information flows with the residual stream and layer norms counted; the best-pointing "
+             "aggregate of the layers on text.",
     explains="How much each input contributes to the explained output's vector, layer norm and residual "
              "included, rolled out.",
     uses_head_fusion=False,

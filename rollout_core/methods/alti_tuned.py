@@ -68,6 +68,8 @@ METHOD = MethodSpec(
     phrase="ALTI rollout over the fine-tuned blocks",
     description="ALTI contributions (Ferrando et al. 2022) multiplied through the blocks the model was fine-tuned "
                 "in; a frozen pretrained backbone's blocks below are skipped (models with a training record only).",
+    use_when="For a model fine-tuned on top of a frozen backbone (default-image): leaves out the frozen blocks' "
+             "generic mixing.",
     explains="ALTI rollout through the blocks the model's task training changed only.",
     uses_head_fusion=False,
     uses_residual=False,

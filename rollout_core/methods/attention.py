@@ -18,6 +18,8 @@ METHOD = MethodSpec(
     title="Raw attention (last layer)",
     phrase="raw attention",
     description="Shows the head-fused attention of a single layer, with no residual and no product over layers.",
+    use_when="To inspect what one layer attends to (the slider picks the layer); one layer's view, not an attribution "
+             "of the whole model.",
     explains="How strongly the explained output attends to each input in one layer (no product over layers).",
     uses_residual=False,
     cumulative=False,

@@ -45,6 +45,8 @@ METHOD = MethodSpec(
     phrase="AttnLRP relevance (class-specific, whole model)",
     description="Propagates the class score back to the input tokens with attention-aware LRP rules "
                 "(Achtibat et al. 2024); one signed map for the whole model, relevance summing to about the score.",
+    use_when="To see the evidence for and against a class in one signed map of the whole model; removes the evidence "
+             "fastest on images.",
     explains="How much each input speaks for (positive) or against (negative) the explained class: relevance "
              "propagated back through the whole model.",
     class_specific=True,

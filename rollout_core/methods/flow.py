@@ -102,6 +102,8 @@ METHOD = MethodSpec(
     title="Attention flow",
     phrase="attention flow",
     description="Treats the residual-augmented attention of every layer as edge capacities and takes the maximum flow.",
+    use_when="To see how much information can reach the output at most (a capacity view of the same graph); slow on "
+             "long inputs and rarely on the deciding words.",
     explains="How much of each input's information can reach the explained output: the maximum flow through "
              "the layers' residual-augmented attention.",
     attention_only=True,

@@ -18,6 +18,8 @@ METHOD = MethodSpec(
     title="Gradient-weighted rollout",
     phrase="gradient-weighted rollout (class-specific)",
     description="Weights each head's attention by the positive part of its gradient for the class, then rolls out.",
+    use_when="To ask why this class and not another (class-specific) from attention alone; cheap, and strong on "
+             "classifiers.",
     explains="How relevant each input is to the explained class: attention weighted by its gradient, rolled out.",
     class_specific=True,
     needs_gradients=True,

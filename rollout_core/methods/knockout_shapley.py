@@ -44,6 +44,8 @@ METHOD = MethodSpec(
     description="Blocks tokens from being attended to, in every layer, in random orders, and credits each token "
                 "with its average effect on the class's log odds (a Shapley value); one signed map of the model, "
                 "about 8 model runs per token.",
+    use_when="A causal check of what a text classifier's prediction needs; costs about 8 model runs per token, so for "
+             "short texts.",
     explains="What the explained class's log odds lose when an input cannot be attended to (a Shapley value; "
              "signed).",
     class_specific=True,

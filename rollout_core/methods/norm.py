@@ -23,6 +23,8 @@ METHOD = MethodSpec(
     phrase="norm-based attention rollout",
     description="Weights each attention edge by the size of the vector it carries, ||α·f(x)|| with the value and "
                 "output projections (Kobayashi et al. 2020), then rolls out with the residual.",
+    use_when="When attention weights mislead because the vectors they move differ in size; a cheap refinement of "
+             "rollout.",
     explains="How much of each input's transformed vector reaches the explained output, rolled out.",
     uses_head_fusion=False,
     layer_view="norm-based attention",

@@ -20,6 +20,8 @@ METHOD = MethodSpec(
     title="Attention rollout",
     phrase="attention rollout",
     description="Multiplies each layer's head-fused attention, mixed with the residual identity, through the layers.",
+    use_when="The classic (Abnar & Zuidema 2020): to watch attention mix the tokens layer by layer; on a model "
+             "fine-tuned on top of a frozen backbone the frozen layers' mixing drowns the evidence.",
     explains="How much of each input's information reaches the explained output, following attention and the "
              "residual stream through every layer.",
     attention_only=True,

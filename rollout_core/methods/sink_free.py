@@ -31,6 +31,8 @@ METHOD = MethodSpec(
     phrase="sink-free attention rollout",
     description="Attention rollout with attention sinks (tokens that take far more attention than uniform but "
                 "carry small values, such as DINOv2's first-layer sink patch) removed layer by layer.",
+    use_when="When attention sinks (tokens that take much attention but carry little) swamp plain rollout, as [CLS] "
+             "does in default-text's middle layers.",
     explains="Attention rollout's shares with the attention paid to attention sinks removed layer by layer.",
     attention_only=True,
     summary_note="Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual).",

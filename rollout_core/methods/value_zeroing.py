@@ -35,6 +35,8 @@ METHOD = MethodSpec(
     description="Re-runs each layer with one token's value vectors set to zero and takes the cosine distance of "
                 "every output from the original (Mohebbi et al. 2023), then multiplies these scores through the "
                 "layers.",
+    use_when="To measure each token's effect by removing it layer by layer rather than reading weights; one re-run of "
+             "each layer per token.",
     explains="How much each layer's output changes when an input's value vectors are zeroed, rolled out.",
     needs_hidden_states=True,
     uses_head_fusion=False,

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import pickle
 import threading
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -83,6 +84,25 @@ def _model_class(task: str, config: Any, folder: Path) -> Any:
     return getattr(transformers, _AUTO_CLASS[task])
 
 
+@contextmanager
+def _no_weight_loading_bar() -> Iterator[None]:
+    """transformers' "Loading weights" progress bar silenced while this library loads a model: it would land on the
+    stderr of the CLI and of the dashboard's server at every load. Other bars (downloads) are left alone, and the
+    previous hook is restored. Loads run under TRANSFORMERS_LOCK, so the global hook is not raced by our own loads."""
+    from transformers.utils import logging as hf_logging
+
+    def hook(factory: Any, args: tuple, kwargs: dict) -> Any:
+        if kwargs.get("desc") == "Loading weights":
+            return hf_logging.EmptyTqdm(*args, **kwargs)
+        return previous(factory, args, kwargs) if previous is not None else factory(*args, **kwargs)
+
+    previous = hf_logging.set_tqdm_hook(hook)
+    try:
+        yield
+    finally:
+        hf_logging.set_tqdm_hook(previous)
+
+
 def load_folder(
     folder: Path, config_dict: dict[str, Any], device: torch.device, task: str | None,
     allow_pickle: bool, trust_remote_code: bool,
@@ -101,16 +121,17 @@ def load_folder(
         raise ModelLoadError(f"task {task!r} does not fit a {spec.modality} model ({config.model_type})")
     cls = _model_class(task, config, folder)
     try:
-        size.declared_params(cls, config)
-        model, info = cls.from_pretrained(
-            str(folder),
-            attn_implementation="eager",
-            use_safetensors=None if allow_pickle else True,
-            trust_remote_code=trust_remote_code,
-            dtype=torch.float32,
-            output_loading_info=True,
-            ignore_mismatched_sizes=True,  # refused below by size.check_weights_match, naming the weight
-        )
+        size.declared_params(cls, config, folder)
+        with _no_weight_loading_bar():
+            model, info = cls.from_pretrained(
+                str(folder),
+                attn_implementation="eager",
+                use_safetensors=None if allow_pickle else True,
+                trust_remote_code=trust_remote_code,
+                dtype=torch.float32,
+                output_loading_info=True,
+                ignore_mismatched_sizes=True,  # refused below by size.check_weights_match, naming the weight
+            )
     except pickle.UnpicklingError as err:
         raise ModelLoadError(f"could not read the pickle weights in {folder}: torch's safe loader (weights_only) "
                              f"refused them, so nothing in them ran; the file is broken or holds more than tensors "

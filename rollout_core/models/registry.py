@@ -33,6 +33,7 @@ class RegistryEntry:
     built_by_setup: bool = False  # True: the folder appears after `python -m rollout_core setup`
     first_tuned_layer: int | None = None  # models the project fine-tuned on top of a frozen backbone: the first
     # trained encoder layer (as its training record in rollout_core/assets says); the layers below are frozen
+    package_extra: str | None = None  # embedded models read from an installed package: the extra that installs it
 
     def source(self) -> str:
         """The folder (embedded) or hub id (recommended) to load."""
@@ -69,7 +70,7 @@ EMBEDDED: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "minilm", "bert", "sentence-encoder", "text",
         "all-MiniLM-L6-v2 sentence encoder (mean pooling); zero-shot labels by embedding similarity",
-        embedded=True, locate=_minilm_dir,
+        embedded=True, locate=_minilm_dir, package_extra="setup",
     ),
     RegistryEntry(
         "shapes-vit-tiny", "vit", "image-classification", "image",

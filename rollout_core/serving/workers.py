@@ -6,7 +6,7 @@ One mechanism for every batch job (the corpus's batches, the evaluation's exampl
   synchronisation (OpenMP threads spin while they wait, and far more when other jobs share the cores); whole
   items per core do not.
 - engine "ray": `workers` Ray actors of one CPU each (RAY_ADDRESS or `address` points at a cluster), fed one item
-  at a time, so results arrive item by item as on threads. Ray is optional: `pip install "ray[data]"`.
+  at a time, so results arrive item by item as on threads. Ray is optional: `pip install "rollout-dashboard[ray]"`.
 
 Each worker calls `make()` once for its function (a Ray actor loads its model once; on threads `make()` runs once
 in the calling thread, so `make` must be picklable only for Ray). Stop: when the calling thread was asked to stop
@@ -24,6 +24,7 @@ import torch
 
 from rollout_core.cancel import cancellable, checkpoint, stop_check
 from rollout_core.errors import InputError
+from rollout_core.extras import require
 from rollout_core.serving.malloc import limit_arenas
 
 ENGINES = ("local", "ray")
@@ -101,10 +102,7 @@ class _RayWorker:
 
 @contextmanager
 def _ray(make: Maker, items: Sequence[Any], workers: int, address: str | None) -> Iterator[Iterator[Any]]:
-    try:
-        import ray
-    except ImportError:
-        raise InputError('the ray engine needs Ray: pip install "ray[data]"') from None
+    ray = require("ray", "ray")
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False)
     actor = ray.remote(num_cpus=1)(_RayWorker)

@@ -1,10 +1,12 @@
 """The client side of the warm server: hand a command line to a running server and relay what it prints.
 
 `run_remote` returns None whenever the command should run in this process instead: no server, a server that
-is busy past `ACCEPT_WAIT` seconds, or one that declines (other code or settings). Standard library only.
+is busy past `ACCEPT_WAIT` seconds, one that declines (other code or settings), or one that stopped before printing
+anything (the stdin it was sent is put back for this process). Standard library only.
 """
 from __future__ import annotations
 
+import io
 import json
 import os
 import socket
@@ -75,23 +77,34 @@ def run_remote(argv: Sequence[str]) -> int | None:
         if kind != channel.ACCEPT:
             return None
         sock.settimeout(None)
-        return _relay(sock)
+        sent: list[bytes] = []
+        status = _relay(sock, sent)
+    if status is None and sent:  # the server read our stdin, then died: this process reads the same bytes
+        sys.stdin = io.TextIOWrapper(io.BytesIO(sent[0]), encoding=sys.stdin.encoding or "utf-8",
+                                     errors=sys.stdin.errors or "strict")
+    return status
 
 
-def _relay(sock: socket.socket) -> int:
-    """Copy the server's output frames to this process's stdout / stderr until the exit status arrives."""
+def _relay(sock: socket.socket, sent: list[bytes]) -> int | None:
+    """Copy the server's output frames to this process's stdout / stderr until the exit status arrives; None when
+    the server stopped before printing anything (run the command here). `sent` gets the stdin sent to it."""
     printed = False
     try:
         while True:
             kind, payload = channel.receive(sock)
             if kind in (channel.STDOUT, channel.STDERR):
                 out = sys.stdout if kind == channel.STDOUT else sys.stderr
-                out.flush()
-                out.buffer.write(payload)
-                out.buffer.flush()
+                try:
+                    out.flush()
+                    out.buffer.write(payload)
+                    out.buffer.flush()
+                except BrokenPipeError:  # our output was closed (piped into `head`): not an error, as in the CLI
+                    return 0
                 printed = True
             elif kind == channel.STDIN:
-                channel.send(sock, channel.STDIN, sys.stdin.buffer.read())
+                if not sent:
+                    sent.append(sys.stdin.buffer.read())
+                channel.send(sock, channel.STDIN, sent[0])
             elif kind == channel.EXIT:
                 return int(json.loads(payload)["status"])
             else:
@@ -99,10 +112,9 @@ def _relay(sock: socket.socket) -> int:
     except KeyboardInterrupt:
         print("error: interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:  # our stdout was closed (e.g. piped into `head`): not an error, as in the CLI
-        return 0
-    except (OSError, channel.ChannelError, ValueError, KeyError) as err:
-        where = "after printing part of its output" if printed else "before printing anything"
-        print(f"error: the warm server stopped {where} ({err}); run the command again "
+    except (OSError, channel.ChannelError, ValueError, KeyError, TypeError) as err:
+        if not printed:
+            return None
+        print(f"error: the warm server stopped after printing part of its output ({err}); run the command again "
               "(ROLLOUT_SERVER=off runs it without the server)", file=sys.stderr)
         return 1

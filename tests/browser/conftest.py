@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Iterator
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 import pytest
 
@@ -31,3 +32,33 @@ def browser() -> Iterator[object]:
             yield chromium
         finally:
             chromium.close()
+
+
+@dataclass
+class OfflineTab:
+    """A tab whose context lets only file:// requests through: `requests` every URL asked for, `errors` the page's
+    uncaught errors and console errors."""
+
+    tab: Any
+    requests: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+
+@pytest.fixture
+def offline_tab(browser: Any) -> Iterator[OfflineTab]:
+    """A fresh context (1200 x 900) refusing every request that is not a file: for pages opened from disk."""
+    context = browser.new_context(viewport={"width": 1200, "height": 900})
+    tab = context.new_page()
+    offline = OfflineTab(tab)
+
+    def refuse(route: Any) -> None:
+        offline.requests.append(route.request.url)
+        route.continue_() if route.request.url.startswith("file:") else route.abort()
+
+    context.route("**/*", refuse)
+    tab.on("pageerror", lambda err: offline.errors.append(str(err)))
+    tab.on("console", lambda message: offline.errors.append(message.text) if message.type == "error" else None)
+    try:
+        yield offline
+    finally:
+        context.close()

@@ -25,58 +25,45 @@ def _bars(tab: Any) -> list[float]:
     return tab.evaluate("() => Array.from(document.querySelector('.lx-figures .js-plotly-plot')._fullData[0].y)")
 
 
-def test_standalone_file_works_offline_and_its_slider_switches_the_view(browser: Any, tiny_model_dir, tmp_path):
+def test_standalone_file_works_offline_and_its_slider_switches_the_view(offline_tab, tiny_model_dir, tmp_path):
     expl = rc.explain_text(rc.load_model(str(tiny_model_dir("bert"))), HOSTILE)
     layers = expl.num_layers
     assert layers >= 2
     path = tmp_path / "view.html"
     expl.to_html(path)
 
-    context = browser.new_context(viewport={"width": 1200, "height": 900})
-    requests: list[str] = []
+    tab = offline_tab.tab
+    tab.goto(path.as_uri())
+    tab.wait_for_selector(f".lx-root[data-view='layer-{layers}-cum']", state="attached", timeout=WAIT)
+    tab.wait_for_selector(".lx-figures .js-plotly-plot", timeout=WAIT)
+    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), rtol=SENT, atol=0)
+    # each token coloured by the browser as colours_at colours its sent value (per-layer scale: 0 to its top)
+    drawn = tab.evaluate("() => Array.from(document.querySelectorAll('.token-highlight .tok'), "
+                         "s => [Number(s.dataset.score), getComputedStyle(s).backgroundColor])")
+    top = float(expl.display_scores(expl.layer_scores[-1]).max())
+    expected = colours_at(SCORE_SCALE, np.array([v for v, _ in drawn]), 0.0, top)
+    assert [bg for _, bg in drawn] == [f"rgb({r}, {g}, {b})" for r, g, b in expected] and len(drawn) > 5
+    highlight = tab.locator(".lx-html")
+    assert highlight.locator("img").count() == 0 and "<img src=x onerror=alert(1)>" in highlight.inner_text()
+    before = highlight.inner_html()
 
-    def refuse(route: Any) -> None:
-        requests.append(route.request.url)
-        route.continue_() if route.request.url.startswith("file:") else route.abort()
+    slider = tab.locator(".lx-root input[type=range]")
+    slider.focus()
+    slider.press("ArrowLeft")
+    tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-cum']", state="attached", timeout=WAIT)
+    assert tab.locator(f".token-highlight[data-view='layer-{layers - 1}-cum']").count() == 1
+    assert highlight.inner_html() != before
+    tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === '{layers - 1} / {layers}'",
+                          timeout=WAIT)
+    tab.wait_for_timeout(300)  # Plotly.react of the new bars
+    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), rtol=SENT, atol=0)
 
-    context.route("**/*", refuse)
-    tab = context.new_page()
-    errors: list[str] = []
-    tab.on("pageerror", lambda err: errors.append(str(err)))
-    try:
-        tab.goto(path.as_uri())
-        tab.wait_for_selector(f".lx-root[data-view='layer-{layers}-cum']", state="attached", timeout=WAIT)
-        tab.wait_for_selector(".lx-figures .js-plotly-plot", timeout=WAIT)
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), rtol=SENT, atol=0)
-        # each token coloured by the browser as colours_at colours its sent value (per-layer scale: 0 to its top)
-        drawn = tab.evaluate("() => Array.from(document.querySelectorAll('.token-highlight .tok'), "
-                             "s => [Number(s.dataset.score), getComputedStyle(s).backgroundColor])")
-        top = float(expl.display_scores(expl.layer_scores[-1]).max())
-        expected = colours_at(SCORE_SCALE, np.array([v for v, _ in drawn]), 0.0, top)
-        assert [bg for _, bg in drawn] == [f"rgb({r}, {g}, {b})" for r, g, b in expected] and len(drawn) > 5
-        highlight = tab.locator(".lx-html")
-        assert highlight.locator("img").count() == 0 and "<img src=x onerror=alert(1)>" in highlight.inner_text()
-        before = highlight.inner_html()
-
-        slider = tab.locator(".lx-root input[type=range]")
-        slider.focus()
-        slider.press("ArrowLeft")
-        tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-cum']", state="attached", timeout=WAIT)
-        assert tab.locator(f".token-highlight[data-view='layer-{layers - 1}-cum']").count() == 1
-        assert highlight.inner_html() != before
-        tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === '{layers - 1} / {layers}'",
-                              timeout=WAIT)
-        tab.wait_for_timeout(300)  # Plotly.react of the new bars
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), rtol=SENT, atol=0)
-
-        tab.locator(".lx-toggle input").check()
-        tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-raw']", state="attached", timeout=WAIT)
-        tab.wait_for_timeout(300)
-        assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), rtol=SENT, atol=0)
-        assert not errors, errors
-        assert all(url.startswith("file:") for url in requests), requests
-    finally:
-        context.close()
+    tab.locator(".lx-toggle input").check()
+    tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-raw']", state="attached", timeout=WAIT)
+    tab.wait_for_timeout(300)
+    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), rtol=SENT, atol=0)
+    assert not offline_tab.errors, offline_tab.errors
+    assert all(url.startswith("file:") for url in offline_tab.requests), offline_tab.requests
 
 
 def test_one_map_method_shows_the_slider_only_for_the_per_layer_view(browser: Any, tiny_model_dir, tmp_path):

@@ -1,0 +1,76 @@
+"""A finished corpus run as stored: its Parquet files, their row counts, its manifest; read in pieces.
+
+Local runs (`engine.run_local`) hold `chunk-*.parquet` and a manifest; Ray runs (`ray_engine.run_ray`) hold the
+`*.parquet` files Ray Data wrote. Both are read by column and by file, so nothing here holds a whole run.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from rollout_core.corpus.engine import MANIFEST, SCHEMA
+from rollout_core.errors import InputError
+
+
+@dataclass(frozen=True)
+class StoredRun:
+    """One run's folder: its files in reading order with their row counts, and its manifest (None: Ray run)."""
+
+    folder: Path
+    files: tuple[Path, ...]
+    rows_per_file: tuple[int, ...]
+    manifest: dict[str, Any] | None
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_file)
+
+    def describe(self) -> str:
+        """'default-text · rollout' from the manifest, or what is known without one."""
+        if self.manifest is None:
+            return "model and method not recorded (a Ray run keeps no manifest)"
+        facts = [str(self.manifest.get("model", "?")), str(self.manifest.get("method", "?"))]
+        if self.manifest.get("precision", "float32") != "float32":
+            facts.append(str(self.manifest["precision"]))
+        return " · ".join(facts)
+
+
+def open_run(folder: str | Path, name: str = "run") -> StoredRun:
+    """The stored run in `folder`; InputError naming `name` when it is not a readable result folder."""
+    path = Path(folder)
+    if not path.is_dir():
+        raise InputError(f"{name}: no such result folder: {path}")
+    manifest = None
+    if (path / MANIFEST).is_file():
+        try:
+            manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
+        except (ValueError, OSError) as err:
+            raise InputError(f"{name}: {path / MANIFEST} is damaged ({err})") from err
+        if not isinstance(manifest, dict):
+            raise InputError(f"{name}: {path / MANIFEST} is not a manifest")
+    files = tuple(sorted(path.glob("chunk-*.parquet") if manifest is not None else path.glob("*.parquet")))
+    if not files:
+        raise InputError(f"{name}: {path} holds no result chunks (write one with `rollout corpus --out {path}`)")
+    counts = []
+    for file in files:
+        try:
+            stored = pq.ParquetFile(file)
+        except (pa.ArrowInvalid, OSError) as err:
+            raise InputError(f"{name}: {file} is not a readable Parquet file ({err})") from err
+        names = set(stored.schema_arrow.names)
+        missing = [c for c in SCHEMA.names if c not in names]
+        if missing:
+            raise InputError(f"{name}: {file} is not a result chunk (no {', '.join(missing)} column)")
+        counts.append(stored.metadata.num_rows)
+    return StoredRun(path, files, tuple(counts), manifest)
+
+
+def read_file(path: Path, columns: Sequence[str]) -> pa.Table:
+    """The `columns` of one stored file, cast to the result schema's types (Ray writes some as large types)."""
+    table = pq.ParquetFile(path).read(columns=list(columns))
+    return table.cast(pa.schema([SCHEMA.field(c) for c in columns]))
