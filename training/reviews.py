@@ -184,9 +184,6 @@ IMPLIED_POS = [
     "We gave them a tip on top of the bill.", "It's the only one that has ever fitted me properly.",
     "They went out of their way to help.", "It took the stress out of the whole move.",
     "I can finally hear the television again.", "The kids were quiet for the entire trip.",
-    "The host had left us fresh towels and a welcome note.", "We waited less than five minutes.",
-    "They came back the next day to check everything was working.", "I went back for seconds.",
-    "Nobody in our group had a single complaint.", "It does everything the expensive one did, for half the price.",
 ]
 IMPLIED_NEG = [
     "It stopped working after {time}.", "I sent it back the next day.", "It went in the bin after {time}.",
@@ -271,19 +268,9 @@ BAD_EVENTS = [("it broke on the second day", "it breaking on the second day"),
               ("the flight was delayed five hours", "five hour delays"),
               ("they lost my booking", "bookings that vanish"),
               ("it stopped charging after a week", "a charger that quits after a week")]
-GOOD_EVENTS = [("it arrived a day early", "arriving a day early"),
-               ("they refunded me the same day", "a same-day refund"),
-               ("it works perfectly", "something that simply works"),
-               ("the table was ready when we arrived", "a table ready on arrival"),
-               ("it fits like a glove", "a perfect fit"), ("the upgrade was free", "the free upgrade"),
-               ("it's exactly as described", "getting exactly what was described"),
-               ("it survived the drop without a scratch", "surviving a drop without a scratch"),
-               ("the train was on time", "trains that run on time"),
-               ("they fixed it in ten minutes", "fixing it in ten minutes"),
-               ("the battery lasts all week", "a battery that lasts all week"),
-               ("the staff remembered my order", "staff who remember your order"),
-               ("the delivery was quick", "the quick delivery"), ("the food was hot", "hot, fresh food"),
-               ("they answered on the first ring", "answering on the first ring")]
+GOOD_EVENTS = ["it arrived a day early", "they refunded me the same day", "it works perfectly", "the table was ready",
+               "it fits like a glove", "the upgrade was free", "it's exactly as described", "it survived the drop",
+               "the train was on time", "they fixed it in ten minutes", "the battery lasts all week"]
 # Expectations: met or missed.
 EXPECT_POS = ["I didn't expect much, {pos}.", "I had my doubts, {pos}.", "I was sceptical at first, {pos}.",
               "I nearly didn't buy it, {pos}.", "I expected the worst after the reviews, {pos}."]
@@ -486,12 +473,9 @@ class _Writer:
         """A glowing frame around a bad outcome; for a positive label the same plain frames around a good one, so
         the outcome, not "Great," decides."""
         r = self.rng
-        if positive:  # the same frames, sincere: the content decides, not the frame
-            good, gooding = r.choice(GOOD_EVENTS)
-            text = r.choice([f for f in SARCASM if "Said no one" not in f and "enjoy" not in f and "like {" not in f]
-                            + ["Highly recommended if you enjoy {gooding}.", "Perfect if you like {gooding}."])
-            return text.replace("{bad}", good).replace("{Bad}", _cap(good)).replace("{badging}", gooding).replace(
-                "{gooding}", gooding)
+        if positive:
+            good = r.choice(GOOD_EVENTS)
+            return r.choice(SARCASM[:6]).replace("{bad}", good).replace("{Bad}", _cap(good))
         bad, badging = r.choice(BAD_EVENTS)
         text = r.choice(SARCASM)
         return text.replace("{bad}", bad).replace("{Bad}", _cap(bad)).replace("{badging}", badging)
