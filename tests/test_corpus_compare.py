@@ -113,6 +113,32 @@ def test_two_tokenizers_give_the_compare_pages_word_alignment(runs, tiny_handle)
         assert result.loc[row_id, "top_k_overlap"] == pytest.approx(want["top_5_overlap"]), row_id
 
 
+def test_default_text_against_a_model_folder_with_another_tokenizer(tiny_handle, tmp_path) -> None:
+    """default-text (WordPiece) against a model folder with a byte-level BPE tokenizer: per-row figures equal the
+    Compare page's word alignment of the two models' explanations."""
+    from rollout_core.models import registry
+    from rollout_core.models.loading import load_model
+
+    if not registry.is_available(registry.lookup("default-text")):
+        pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")
+    default = load_model("default-text")
+    corpus = _corpus(24)
+    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet)
+    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet)
+    result = cr.compare_runs(a, b, min_count=1)
+    rows = result.examples.set_index("id")
+    assert result.describe_a.startswith("default-text") and result.summary["rows"] == 24
+    for row_id in ["r0", "r3", "r5", "r9", "r17"]:
+        text = corpus.set_index("id").loc[row_id, "text"]
+        ea, eb = explain_text(default, text, method="rollout"), explain_text(tiny_handle("roberta"), text,
+                                                                             method="rollout")
+        want = compare.agreement(ea, eb)
+        assert want["tokenizers_differ"] and rows.loc[row_id, "units"] == want["units"], row_id
+        assert rows.loc[row_id, "spearman"] == pytest.approx(want["spearman"], abs=1e-4, nan_ok=True), row_id
+        assert rows.loc[row_id, "prediction_a"] == ea.prediction[0].label
+        assert rows.loc[row_id, "agree"] == (ea.prediction[0].label == eb.prediction[0].label)
+
+
 def _tables(result: CorpusComparison) -> list[pd.DataFrame]:
     return [result.examples, result.classes, result.units, result.moved, result.top_lists,
             *[frame.drop(columns=[c for c in frame.columns if c.endswith(("_a", "_b")) and c.startswith(

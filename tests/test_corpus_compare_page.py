@@ -115,3 +115,24 @@ def test_fewer_than_two_runs_says_how_to_make_them(tmp_path: Path, monkeypatch: 
     at.radio[0].set_value("Compare two runs").run()
     assert not at.exception
     assert any("two result folders" in str(i.value) for i in at.info)
+
+
+def test_image_runs_on_the_page(tiny_handle, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from PIL import Image
+
+    from rollout_core.corpus.reader import read_corpus
+    from rollout_core.data import shapes
+
+    for i, example in enumerate(shapes.generate(6, seed=2, size=32)):
+        (tmp_path / "data" / example.label).mkdir(parents=True, exist_ok=True)
+        Image.fromarray(example.image).save(tmp_path / "data" / example.label / f"{i}.png")
+    corpus = read_corpus(tmp_path / "data")
+    root = tmp_path / "runs"
+    for method in ("rollout", "attention"):
+        run_corpus(tiny_handle("vit"), corpus, root / f"vit-{method}", method=method, progress=lambda d, t: None)
+    at = _compare_view(root, monkeypatch, "vit-rollout", "vit-attention")
+    assert not at.exception, [str(e.value) for e in at.exception]
+    assert not at.error
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("mean share B - A per patch" in spec for spec in titles)  # the class's mean difference map
+    assert not _links(at)  # image rows cannot be opened in Compare: the run does not keep the image

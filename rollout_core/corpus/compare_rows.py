@@ -26,6 +26,8 @@ from rollout_core.corpus.bootstrap import poisson_weights, row_keys, to_fixed
 from rollout_core.errors import InputError
 
 COLUMNS = ("id", "kind", "text", "label", "prediction", "probability", "words", "starts", "ends", "scores")
+REPLICATE_COLUMNS = ("id", "kind", "label", "prediction", "words", "starts", "ends", "scores")
+"""What the bootstrap pass reads (not the texts: they are most of the bytes)."""
 GROUPINGS = {"prediction_a": "A's prediction", "prediction_b": "B's prediction", "label": "the data's label"}
 NO_CLASS = "(none)"
 PATCH = re.compile(r"^patch (\d+),(\d+)$")

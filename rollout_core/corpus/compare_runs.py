@@ -147,17 +147,17 @@ def _ranges(run: StoredRun, start: int, stop: int) -> tuple[tuple[str, int, int]
     return tuple(out)
 
 
-def _read_ranges(ranges: Sequence[tuple[str, int, int]]) -> pa.Table:
-    return pa.concat_tables([read_file(Path(f), COLUMNS).slice(lo, hi - lo) for f, lo, hi in ranges])
+def _read_ranges(ranges: Sequence[tuple[str, int, int]], columns: Sequence[str]) -> pa.Table:
+    return pa.concat_tables([read_file(Path(f), columns).slice(lo, hi - lo) for f, lo, hi in ranges])
 
 
-def _load(item: _Slice | _Bucket) -> tuple[pa.Table, pa.Table, np.ndarray]:
-    """The item's rows of A and of B, and each A row's position in A's stored order."""
+def _load(item: _Slice | _Bucket, columns: Sequence[str] = COLUMNS) -> tuple[pa.Table, pa.Table, np.ndarray]:
+    """The item's rows of A and of B (`columns`), and each A row's position in A's stored order."""
     if isinstance(item, _Slice):
-        a = _read_ranges(item.files_a)
-        return a, _read_ranges(item.files_b), np.arange(item.start, item.start + len(a))
-    a = pa.concat_tables([pq.read_table(f) for f in item.files_a])
-    b = pa.concat_tables([pq.read_table(f) for f in item.files_b])
+        a = _read_ranges(item.files_a, columns)
+        return a, _read_ranges(item.files_b, columns), np.arange(item.start, item.start + len(a))
+    a = pa.concat_tables([pq.ParquetFile(f).read(columns=[*columns, "_position"]) for f in item.files_a])
+    b = pa.concat_tables([pq.ParquetFile(f).read(columns=list(columns)) for f in item.files_b])
     return a.drop_columns("_position"), b, a.column("_position").to_numpy()
 
 
@@ -236,7 +236,7 @@ def _part(item: _Slice | _Bucket, settings: Settings) -> Part:
 def _replicate_worker(settings: Settings, selected: pd.DataFrame, replicates: int, seed: int
                       ) -> Callable[[Any], pd.DataFrame]:
     def run(item: _Slice | _Bucket) -> pd.DataFrame:
-        a, b, _ = _load(item)
+        a, b, _ = _load(item, compare_rows.REPLICATE_COLUMNS)
         return compare_rows.replicate_part(a, b, settings, selected, replicates, seed)
     return run
 
