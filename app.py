@@ -7,7 +7,7 @@ from app_pages._lib.safe import safe_text
 from rollout_core import methods
 from rollout_core.models import measured
 from rollout_core.serving.malloc import limit_heap_growth
-from rollout_core.settings_env import SettingsError, check_settings
+from rollout_core.settings import SettingsError, check_settings
 
 limit_heap_growth()  # large arrays freed by the result cache go back to the system (rollout_core.serving.malloc)
 
@@ -43,7 +43,7 @@ def _method_table() -> str:
     """Every registered method, from the registry: what it is, when to use it, its inputs, the measured figures."""
     rows = methods.table()
     models = list(rows[0]["measured"]) if rows else []
-    defaults = {model: measured.default_method(model) for model in models}
+    defaults = {model: measured.default_method(model, methods.names()) for model in models}
     head = ["method", "when to use it", "inputs", "class-specific",
             *(f"{model}: pointing ↑ / deletion ↓" for model in models)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

@@ -11,7 +11,7 @@ from app_pages._lib.layer_explorer import comparison_payload, layer_explorer, sh
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, method_settings, model_picker
 from app_pages._lib.state import param, sync_url
-from rollout_core import compare
+from rollout_core import compare, methods
 from rollout_core.explanation import Explanation
 from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 from rollout_core.models import measured
@@ -39,7 +39,8 @@ with st.sidebar:
         name_b, pickle_b = name_a, pickle_a
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
             # B starts on another method: plain rollout against the measured default (raw attention if that is it)
-            st.session_state["b_method"] = "rollout" if measured.default_method(name_a) != "rollout" else "attention"
+            default_a = measured.default_method(name_a, methods.names())
+            st.session_state["b_method"] = "rollout" if default_a != "rollout" else "attention"
         method_b, target_b = method_settings(key="b_", model=name_b, modality=modality,
                                              handle=loaded(name_b, pickle_b))
 
@@ -55,7 +56,8 @@ fetches = [functools.partial(explain, name, allow_pickle, source, method, target
            for _, name, allow_pickle, method, target in side_requests]
 
 
-def explained(side: str, name: str, allow_pickle: bool, method: Options, fetch: functools.partial) -> Explanation | None:
+def explained(side: str, name: str, allow_pickle: bool, method: Options,
+              fetch: functools.partial) -> Explanation | None:
     """One side's explanation (None after showing why there is none)."""
     if source is None or not core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
         return None

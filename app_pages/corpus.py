@@ -63,14 +63,15 @@ def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataF
 
 st.title("Corpus")
 st.caption("Which words does the model lean on across many texts, per predicted class? Large data sets: "
-           "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder here.")
+           "`python -m rollout_core corpus --data FILE --out DIR` (resumable, local or Ray), then open the folder "
+           "here.")
 SOURCES = ("Generated sentences", "Uploaded CSV", "Result folder", COMPARE)
 FILTERS = ("all", "correct", "incorrect")
 with st.sidebar:
     model_name, allow_pickle = model_picker("text")
     handle = loaded(model_name, allow_pickle)
     offered = [s.name for s in methods.runnable(handle)] if handle is not None else list(methods.names())
-    default = measured.default_method(model_name)  # the model's measured best, as on the other pages
+    default = measured.default_method(model_name, methods.names())  # the model's measured best, as on the other pages
     param("corpus_method", default if default in offered else offered[0], tuple(offered))
     if st.session_state["corpus_method"] not in offered:  # another model, which cannot run the method chosen
         st.session_state["corpus_method"] = default if default in offered else offered[0]

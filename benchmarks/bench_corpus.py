@@ -107,7 +107,8 @@ def main() -> None:
                   progress=lambda done, total: None)
         at_small = rss_mib()
         start = time.perf_counter()
-        run_corpus(model, rows, out, batch_size=args.batch_size, workers=args.workers, progress=lambda done, total: None)
+        run_corpus(model, rows, out, batch_size=args.batch_size, workers=args.workers,
+                   progress=lambda done, total: None)
         rate = (large - small) / (time.perf_counter() - start)
         at_large = rss_mib()
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -115,7 +116,8 @@ def main() -> None:
     print(f"| {at_small:.0f} MiB | {at_large:.0f} MiB | {at_large / at_small - 1:+.1%} | {peak:.0f} MiB | {rate:.1f} |")
     print(f"memory done: {load()}")
     if args.ray:
-        ray_vs_local(args.model, corpus(args.loop), args.loop * f32_wall / args.batched, args.batch_size)  # at float32's rate
+        at_local_rate = args.loop * f32_wall / args.batched  # float32's rate
+        ray_vs_local(args.model, corpus(args.loop), at_local_rate, args.batch_size)
 
 
 def ray_vs_local(model_name: str, rows: pd.DataFrame, local_seconds: float, batch_size: int) -> None:

@@ -59,7 +59,8 @@ def write_runs(n: int, folder: Path) -> tuple[Path, Path, Path]:
                 "probability": [0.9] * len(rows),
                 "top_words": [[spans[i][j][0] for j in t] for i, t in zip(rows, top)],
                 "top_shares": [[float(shares[i][j]) for j in t] for i, t in zip(rows, top)],
-                "words": [[w for w, _, _ in spans[i]] for i in rows], "starts": [[s for _, s, _ in spans[i]] for i in rows],
+                "words": [[w for w, _, _ in spans[i]] for i in rows],
+                "starts": [[s for _, s, _ in spans[i]] for i in rows],
                 "ends": [[e for _, _, e in spans[i]] for i in rows], "scores": [shares[i].tolist() for i in rows]},
                 schema=SCHEMA)
             _write_chunk(table, run, index)
@@ -87,7 +88,8 @@ if how == "stream":
 else:  # the whole-frame approach: both runs in memory, joined, exploded to one row per word
     fa, fb = read_results(a), read_results(b)
     joined = fa.merge(fb, on="id", suffixes=("_a", "_b"))
-    words = joined[["id", "prediction_a", "words_a", "scores_a", "scores_b"]].explode(["words_a", "scores_a", "scores_b"])
+    words = joined[["id", "prediction_a", "words_a", "scores_a", "scores_b"]].explode(
+        ["words_a", "scores_a", "scores_b"])
     means = words.groupby(["prediction_a", "words_a"])[["scores_a", "scores_b"]].mean()
     rows, median = len(joined), float("nan")
 print(json.dumps({"rows": rows, "seconds": time.perf_counter() - start, "cpu": time.process_time() - cpu,
@@ -124,8 +126,9 @@ def main() -> None:
     for label in ("stream", "stream, B in reverse order", "whole"):
         r1, r2 = results[(label, n1)], results[(label, n2)]
         grow = (r2["peak_mib"] - r2["import_mib"]) - (r1["peak_mib"] - r1["import_mib"])
-        print(f"{label:28s} peak RSS {r1['peak_mib']:.0f} -> {r2['peak_mib']:.0f} MiB ({r2['peak_mib'] / r1['peak_mib']:.2f}x;"
-              f" +{grow:.0f} MiB above the imports for {n2 - n1:,} more rows), time {r2['seconds'] / r1['seconds']:.1f}x")
+        print(f"{label:28s} peak RSS {r1['peak_mib']:.0f} -> {r2['peak_mib']:.0f} MiB "
+              f"({r2['peak_mib'] / r1['peak_mib']:.2f}x; +{grow:.0f} MiB above the imports for {n2 - n1:,} more rows), "
+              f"time {r2['seconds'] / r1['seconds']:.1f}x")
     print(f"load average {os.getloadavg()[0]:.2f} at the end")
 
 

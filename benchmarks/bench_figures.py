@@ -26,7 +26,8 @@ def vit_like(seed: int = 0, grid: int = 14, layers: int = 12, heads: int = 12) -
     scores = rng.random(n)
     scores /= scores.sum()
     return Explanation(
-        kind="image", method="rollout", model_name="synthetic", tokens=["[CLS]"] + [f"patch {r},{c}" for r in range(grid) for c in range(grid)],
+        kind="image", method="rollout", model_name="synthetic",
+        tokens=["[CLS]"] + [f"patch {r},{c}" for r in range(grid) for c in range(grid)],
         special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=np.tile(scores, (layers, 1)),
         layer_attention_scores=np.tile(scores, (layers, 1)), matrix=attn[-1], layer_attention=attn,
         settings={"head_fusion": "mean", "model_heads": heads}, target_description="row of [CLS]", grid=(grid, grid),
@@ -59,7 +60,8 @@ def main() -> None:
             t2 = time.perf_counter()
             build.append(t1 - t0)
             dump.append(t2 - t1)
-        print(f"{name:28s} {1000 * statistics.median(build):9.1f} {1000 * statistics.median(dump):8.1f} {len(payload) / 1e6:6.2f}")
+        print(f"{name:28s} {1000 * statistics.median(build):9.1f} {1000 * statistics.median(dump):8.1f} "
+              f"{len(payload) / 1e6:6.2f}")
     t0 = time.perf_counter()
     for _ in range(args.repeat):
         summarize(expl)

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 import networkx as nx
-import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -80,7 +79,8 @@ def main() -> None:
               f"{r['networkx_s']:.2f}{note} | {r['speedup']:.0f}x | {r['max_abs_diff']:.2e} |")
     vit = vit_cls_row()
     print()
-    print("| ViT-like CLS row (12 layers, 197 tokens, 6 heads) | exact (s) | mass-pruned (s) | max abs err | reported bound |")
+    print("| ViT-like CLS row (12 layers, 197 tokens, 6 heads) | exact (s) | mass-pruned (s) | max abs err "
+          "| reported bound |")
     print("|---|---|---|---|---|")
     print(f"| output_tokens=[0] | {vit['exact_s']:.1f} | {vit['approx_s']:.1f} | {vit['approx_max_abs_err']:.1e} "
           f"| {vit['bound']:.1e} |")

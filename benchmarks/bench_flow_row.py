@@ -3,9 +3,9 @@ the compiled Dinic of maths.maxflow beside the scipy path main used before (maxi
 graph, int32 capacities at 2^30), on synthetic attention and on default-text's real attention of a 128-token text;
 flow_cost_estimate against the measured time; mass-pruned flow (maths.flow_bounded) vs exact on diffuse 197-token,
 12-layer attention and on the image page's real case (default-image, pooled readout); the server's budget estimate
-(rollout_core.serving.budget.check_request, as the pages call it) beside the measured time of the page's flow on default-text
-(64-512 tokens) and default-image. All in one run, 1 torch thread; the mass-pruned rows and their exact rows are the
-least time of 3 runs.
+(rollout_core.serving.budget.check_request, as the pages call it) beside the measured time of the page's flow on
+default-text (64-512 tokens) and default-image. All in one run, 1 torch thread; the mass-pruned rows and their
+exact rows are the least time of 3 runs.
 
     flock /tmp/bench.lock python benchmarks/bench_flow_row.py
 """
@@ -70,7 +70,8 @@ def row_case(name: str, attentions: list[torch.Tensor], t_roll: float) -> float:
     old, t_old = timed(lambda: scipy_row(layers, 0))
     diff = float(np.abs(new[0, 0].numpy() - old).max())
     print(f"| flow row, {name} | {t_new:.3f} s = {t_new / t_roll:.0f} rollouts (target <= 100) "
-          f"| scipy {t_old:.2f} s = {t_old / t_roll:.0f} rollouts | {t_old / t_new:.1f}x faster, max diff {diff:.1e}; first call in the process {t_first:.2f} s |")
+          f"| scipy {t_old:.2f} s = {t_old / t_roll:.0f} rollouts | {t_old / t_new:.1f}x faster, max diff {diff:.1e}; "
+          f"first call in the process {t_first:.2f} s |")
     return t_new
 
 
@@ -94,7 +95,7 @@ def main() -> None:
     diffuse = list(torch.softmax(torch.randn(12, 1, 3, 197, 197, generator=g, dtype=torch.float64) * 0.1, -1))
     exact, t_exact = best_of_3(lambda: attention_flow(diffuse, output_tokens=[0]))
     for eps in (DEFAULT_EPS, 0.4, 0.49):
-        approx, t_approx = best_of_3(lambda: bounded_attention_flow(diffuse, eps=eps, output_tokens=[0]))
+        approx, t_approx = best_of_3(lambda eps=eps: bounded_attention_flow(diffuse, eps=eps, output_tokens=[0]))
         error = float((approx.values - exact).abs().max())
         print(f"| mass-pruned flow eps {eps}, diffuse 197 tokens x 12 layers, CLS row | {t_approx:.2f} s, "
               f"error {error:.1e}, bound {approx.error_bound:.1e} | exact {t_exact:.2f} s "
@@ -144,7 +145,7 @@ def default_image_rows() -> None:
     weights = families.row_weights(pooling, torch.ones(1, layout.num_tokens, dtype=torch.bool), layout.patch_positions)
     exact, t_exact = best_of_3(lambda: pooled_attention_flow(atts, weights))
     for eps in (DEFAULT_EPS, 0.3):
-        approx, t_approx = best_of_3(lambda: bounded_attention_flow(atts, eps=eps, weights=weights))
+        approx, t_approx = best_of_3(lambda eps=eps: bounded_attention_flow(atts, eps=eps, weights=weights))
         error = float((approx.values[:, 0] - exact).abs().max())
         print(f"| mass-pruned flow eps {eps}, default-image ({layout.num_tokens} tokens x {len(atts)} layers), "
               "pooled row "
@@ -183,7 +184,7 @@ def budget_rows() -> None:
     for name, handle, explain_fn, source in cases:
         estimate = budget.check_request(handle, source, "flow")
         explain_fn(handle, source, method="rollout")  # warm: an image's first decode and resize
-        flow, whole, n = measured(lambda method: explain_fn(handle, source, method=method))
+        flow, whole, n = measured(lambda method, run=explain_fn, h=handle, s=source: run(h, s, method=method))
         print(f"| {name} | {n} x {handle.num_layers} | {estimate:.2f} s | {flow:.2f} s ({whole:.2f} s) "
               f"| {estimate / flow:.2f} |")
 

@@ -46,7 +46,8 @@ def _child(mode: str, n: int, cap_bytes: int, out: str) -> dict:
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**MODEL)).eval()
     handle = type("Handle", (), {"model": model, "device": torch.device("cpu")})()
-    options = {"matrix": dict(row_only=False), "rows": dict(row_only=True), "rows16": dict(row_only=True, spill_dtype=torch.float16)}[mode]
+    options = {"matrix": dict(row_only=False), "rows": dict(row_only=True),
+               "rows16": dict(row_only=True, spill_dtype=torch.float16)}[mode]
 
     def run(length: int):
         ids = torch.randint(5, MODEL["vocab_size"], (1, length), generator=torch.Generator().manual_seed(length))
@@ -58,7 +59,8 @@ def _child(mode: str, n: int, cap_bytes: int, out: str) -> dict:
         return {"mode": mode, "n": n, **measured}
     torch.save(result.layer_rows[:, 0, 0], out)
     spill = result.spill or {}
-    return {"mode": mode, "n": n, **measured, "dtype": spill.get("dtype", "-"), "disk_mib": spill.get("bytes", 0) / 2**20}
+    return {"mode": mode, "n": n, **measured, "dtype": spill.get("dtype", "-"),
+            "disk_mib": spill.get("bytes", 0) / 2**20}
 
 
 def _measure(mode: str, n: int, cap_bytes: int, out: Path) -> dict:
@@ -87,7 +89,8 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     print(f"Llama-style decoder, random weights: {MODEL['num_hidden_layers']} layers, {MODEL['num_attention_heads']} "
           f"query heads / {MODEL['num_key_value_heads']} KV heads, hidden {MODEL['hidden_size']}; fp32, batch 1, "
-          f"{os.environ.get('BENCH_THREADS', '2')} threads, cap {args.cap_gb:g} GiB; last position's row after every layer")
+          f"{os.environ.get('BENCH_THREADS', '2')} threads, cap {args.cap_gb:g} GiB; last position's row after every "
+          "layer")
     print(f"{'tokens':>6} | {'mode':>6} | {'files':>7} | {'peak RSS extra':>14} | {'disk':>9} | {'seconds':>7} | "
           f"{'max |rows - matrix rows|':>24} | output_attentions would keep")
     for n in args.lengths:

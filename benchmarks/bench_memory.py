@@ -139,7 +139,8 @@ def main() -> None:
 
     lengths = (2048, 4096) if args.quick else (1024, 2048, 4096)
     cap = int(args.cap_gb * 2**30)
-    print(f"BERT-base shape, random weights: {MODEL['num_hidden_layers']} layers, {MODEL['num_attention_heads']} heads, "
+    print(f"BERT-base shape, random weights: {MODEL['num_hidden_layers']} layers, "
+          f"{MODEL['num_attention_heads']} heads, "
           f"hidden {MODEL['hidden_size']}, {MODEL['max_position_embeddings']} positions; fp32, batch 1, 1 thread; "
           f"cap {args.cap_gb:g} GiB above the loaded model per run; "
           + ("glibc default malloc" if args.default_malloc else "MALLOC_MMAP_THRESHOLD_=1 MiB in every run"))

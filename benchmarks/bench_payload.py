@@ -112,7 +112,8 @@ def main() -> None:
     for name, expl in cases.items():
         skip = args.skip_old_synthetic and name.startswith("synthetic")
         old_bytes, old_s, new_bytes, new_s = sizes(expl, None if skip else old)
-        values = 2 * expl.num_layers * (len(expl.display_positions()) if expl.kind == "text" else len(expl.patch_positions))
+        shown = len(expl.display_positions()) if expl.kind == "text" else len(expl.patch_positions)
+        values = 2 * expl.num_layers * shown
         ratio = f"{old_bytes / new_bytes:8.1f}" if old_bytes else f"{'n/a':>8s}"
         old_kb = f"{old_bytes / 1e3:9.0f}" if old_bytes else f"{'n/a':>9s}"
         old_t = f"{old_s:7.1f}" if old_s is not None else f"{'n/a':>7s}"

@@ -51,10 +51,10 @@ def main() -> None:
     for n in (128, 512):
         ids = torch.randint(1000, 20000, (1, n))
         with torch.inference_mode():
-            forward = median_seconds(lambda: model(input_ids=ids, output_attentions=True), repeats)
+            forward = median_seconds(lambda ids=ids: model(input_ids=ids, output_attentions=True), repeats)
             attentions = model(input_ids=ids, output_attentions=True).attentions
-            row = median_seconds(lambda: rollout_rows(attentions, [0], all_layers=True), repeats)
-            full = median_seconds(lambda: attention_rollout(attentions, all_layers=True), repeats)
+            row = median_seconds(lambda a=attentions: rollout_rows(a, [0], all_layers=True), repeats)
+            full = median_seconds(lambda a=attentions: attention_rollout(a, all_layers=True), repeats)
         print(f"| {n} | {forward:.3f} | {row:.4f} | {row / forward:.1%} | {full:.4f} | {full / forward:.1%} |")
 
 

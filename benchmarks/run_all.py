@@ -28,7 +28,8 @@ def _machine() -> list[str]:
 
     try:
         lscpu = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")), "?")
+        model = next((line.split(":", 1)[1].strip() for line in lscpu.splitlines() if line.startswith("Model name")),
+                     "?")
     except (OSError, subprocess.CalledProcessError):
         model = platform.processor() or "?"
     meminfo = Path("/proc/meminfo")

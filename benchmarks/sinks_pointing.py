@@ -64,8 +64,10 @@ def _probe(name, explanation, attentions, norms, layers=(0, 1, 2, 5)):
         over = report.received[l, 0]
         top = over.argsort(descending=True)[:4].tolist()
         med = float(norms[l, 0].median()) if norms is not None else float("nan")
-        cells = ", ".join(f"{explanation.tokens[j]!r} {float(over[j]):.1f}x v={float(norms[l, 0, j]) if norms is not None else float('nan'):.2f}" for j in top)
-        print(f"layer {l + 1}: median v={med:.2f}; top received: {cells}; sinks={report.sinks[l, 0].sum().item()} share={float(report.share[l, 0]):.2f}")
+        values = norms[l, 0].tolist() if norms is not None else [float("nan")] * len(explanation.tokens)
+        cells = ", ".join(f"{explanation.tokens[j]!r} {float(over[j]):.1f}x v={values[j]:.2f}" for j in top)
+        print(f"layer {l + 1}: median v={med:.2f}; top received: {cells}; sinks={report.sinks[l, 0].sum().item()} "
+              f"share={float(report.share[l, 0]):.2f}")
 
 
 def main() -> None:
@@ -81,7 +83,9 @@ def main() -> None:
     image_model = load_model("default-image")
     if args.probe:
         from skimage import data as skdata
-        for name, image in [("shapes 0", shapes.generate(1)[0].image), ("chelsea", skdata.chelsea()), ("astronaut", skdata.astronaut())]:
+        probes = [("shapes 0", shapes.generate(1)[0].image), ("chelsea", skdata.chelsea()),
+                  ("astronaut", skdata.astronaut())]
+        for name, image in probes:
             _probe(name, *_explain(image_model, explain_image, image))
     hits: dict[str, list[float]] = {}
     for item in shapes.generate(args.images):
@@ -92,7 +96,8 @@ def main() -> None:
         shown = ~explanation.special  # same map as the Explanation's on the shown patches
         assert np.allclose(_unit(scores["plain"].numpy()[shown]), _unit(explanation.scores[shown]), atol=1e-3)
         for key, s in scores.items():
-            hits.setdefault("image " + key, []).append(ground_truth.pointing_game(s.numpy(), region, ~explanation.special))
+            hit = ground_truth.pointing_game(s.numpy(), region, ~explanation.special)
+            hits.setdefault("image " + key, []).append(hit)
     text_model = load_model("default-text")
     sentences = sentiment.generate(args.texts)
     if args.probe:
@@ -103,7 +108,8 @@ def main() -> None:
         region = ground_truth.text_region(explanation.offsets, explanation.special, example.evidence)
         scores = _scores(explanation, attentions, norms, args.ratio)
         for key, s in scores.items():
-            hits.setdefault("text " + key, []).append(ground_truth.pointing_game(s.numpy(), region, ~explanation.special))
+            hit = ground_truth.pointing_game(s.numpy(), region, ~explanation.special)
+            hits.setdefault("text " + key, []).append(hit)
     for key, values in hits.items():
         print(f"{key:28s} pointing game {np.nanmean(values):.3f} (n={np.sum(~np.isnan(values))})")
 

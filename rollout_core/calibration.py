@@ -74,7 +74,7 @@ def calibrated_head(head: Any, temperature: float | None, labels: Sequence[str])
         return head
     from dataclasses import replace
 
-    from rollout_core.explanation import Prediction
+    from rollout_core.explanation_data import Prediction
 
     def calibrated(outputs: Any, real: torch.Tensor, targets: list[Any]) -> Any:
         result = head(outputs, real, targets)

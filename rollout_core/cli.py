@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from rollout_core import methods
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.options import CAPTURES, HEAD_FUSIONS
-from rollout_core.settings_env import check_settings
+from rollout_core.settings import check_settings
 from rollout_core.warm.channel import CLI_ENV_DEFAULTS
 from rollout_core.warm.client import run_remote
 
@@ -232,7 +232,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
                                                                  else [])
         print(server.start_detached(argv))
         return 0
-    server.serve(args.idle_minutes * 60, args.preload, lambda line: print(line, flush=True))
+    server.serve(main, args.idle_minutes * 60, args.preload, lambda line: print(line, flush=True))
     return 0
 
 

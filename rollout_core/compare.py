@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation, display_shares
+from rollout_core.explanation_data import ExplanationData, display_shares
 from rollout_core.maths.ranks import spearman as _rank_correlation
 
 WORD = re.compile(r"\w+(?:['’]\w+)*|[^\w\s]", re.UNICODE)
@@ -40,7 +40,7 @@ def words(text: str) -> list[tuple[str, int, int]]:
     return [(m.group(), m.start(), m.end()) for m in WORD.finditer(text)]
 
 
-def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
+def token_spans(expl: ExplanationData) -> list[tuple[int, int, int]]:
     """(position, start, end) in `expl.text` of every shown token, in position order.
 
     A span is clipped so that it never reaches back over an earlier token's characters (byte-level
@@ -57,7 +57,7 @@ def token_spans(expl: Explanation) -> list[tuple[int, int, int]]:
     return spans
 
 
-def word_scores(expl: Explanation, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
+def word_scores(expl: ExplanationData, scores: np.ndarray | None = None) -> list[tuple[str, int, int, float]]:
     """Shown token scores summed onto the words of the text they overlap, renormalised to sum to 1.
 
     A word's score is the SUM of its tokens' scores: scores are shares of one mass, so the pieces of a
@@ -110,7 +110,7 @@ def top_k_overlap(a: np.ndarray, b: np.ndarray, k: int) -> float:
     return len(top_a & top_b) / k
 
 
-def align_words(a: Explanation, b: Explanation, scores_a: np.ndarray | None = None,
+def align_words(a: ExplanationData, b: ExplanationData, scores_a: np.ndarray | None = None,
                 scores_b: np.ndarray | None = None) -> list[tuple[str, int, int, float, float]]:
     """(word, start, end, score_a, score_b) for the words of the text that both explanations saw.
 
@@ -129,7 +129,8 @@ def align_words(a: Explanation, b: Explanation, scores_a: np.ndarray | None = No
             for w, s, e, va, vb in rows]
 
 
-def _text_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _text_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     same_tokens = a.text == b.text and a.display_tokens() == b.display_tokens() and (
         a.offsets is None or b.offsets is None
         or [a.offsets[i] for i in a.display_positions()] == [b.offsets[i] for i in b.display_positions()]
@@ -154,7 +155,8 @@ def resample_maps(maps: np.ndarray, grid: tuple[int, int]) -> np.ndarray:
     return out.reshape(*values.shape[:-2], *grid)
 
 
-def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
+def _image_units(a: ExplanationData, b: ExplanationData, scores_a, scores_b
+                 ) -> tuple[list[str], np.ndarray, np.ndarray, bool, str]:
     map_a, map_b = a.score_map(scores_a), b.score_map(scores_b)
     note = ""
     if map_a.shape != map_b.shape:
@@ -168,7 +170,7 @@ def _image_units(a: Explanation, b: Explanation, scores_a, scores_b) -> tuple[li
     return units, map_a.ravel(), map_b.ravel(), False, note
 
 
-def compare(a: Explanation, b: Explanation, *, scores_a: np.ndarray | None = None,
+def compare(a: ExplanationData, b: ExplanationData, *, scores_a: np.ndarray | None = None,
             scores_b: np.ndarray | None = None, k: int = 3) -> Comparison:
     """Put two explanations of one input on common units and measure agreement.
 
@@ -184,7 +186,7 @@ def compare(a: Explanation, b: Explanation, *, scores_a: np.ndarray | None = Non
                       note="; ".join(n for n in (note, rho_note) if n))
 
 
-def agreement(a: Explanation, b: Explanation, **kwargs) -> dict[str, float | bool | int | str]:
+def agreement(a: ExplanationData, b: ExplanationData, **kwargs) -> dict[str, float | bool | int | str]:
     """The figures of `compare` as a flat dict for the comparison page, tables and the CLI.
 
     Keys: "spearman" (NaN when undefined, "note" says why), "top_1_overlap", "top_3_overlap",

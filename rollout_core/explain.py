@@ -253,7 +253,7 @@ def _default_method(handle: ModelHandle, method: str | None, capture_mode: str,
         return method, None
     if measured.figures(handle.name) is None:
         return measured.FALLBACK, f"the default: {handle.name} has no measured figures"
-    chosen = measured.default_method(handle.name)
+    chosen = measured.default_method(handle.name, methods.names())
     if methods.get(chosen).refusal(handle, capture=capture_mode, zero_shot=zero_shot) is not None:
         return measured.FALLBACK, (f"the default: the measured default {chosen} cannot run with this capture "
                                    "or model")
@@ -307,7 +307,8 @@ def _layer(name: str, value: Any, bound: int) -> int:
         raise InputError(f"{name} must be an integer, not {value!r}")
     value = int(value) + (bound if value < 0 else 0)
     if not 0 <= value < bound:
-        raise InputError(f"{name} {value} is out of range: the model has {bound if name == 'start_layer' else bound - 1} layers")
+        layers = bound if name == "start_layer" else bound - 1
+        raise InputError(f"{name} {value} is out of range: the model has {layers} layers")
     return value
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from rollout_core.settings_env import env_folder
+from rollout_core import settings
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 ASSETS_DIR = PACKAGE_DIR / "assets"
@@ -17,7 +17,7 @@ def models_dir() -> Path:
     `ROLLOUT_MODELS_DIR` overrides it; the default is a per-user cache, so clean clones on one
     machine share the built models and a new machine builds them once.
     """
-    env = env_folder("ROLLOUT_MODELS_DIR")
+    env = settings.folder("ROLLOUT_MODELS_DIR")
     if env is not None:
         return env
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
@@ -29,7 +29,7 @@ def corpus_dir() -> Path:
 
     The page never opens a path typed by a visitor: only result folders directly inside this one.
     """
-    env = env_folder("ROLLOUT_CORPUS_DIR")
+    env = settings.folder("ROLLOUT_CORPUS_DIR")
     if env is not None:
         return env
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")

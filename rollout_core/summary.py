@@ -3,7 +3,8 @@
 It must never claim more than the numbers say: it names the method exactly, says when the map is flat
 (the top share barely above the uniform share), how much of the raw mass special tokens took before the
 shown map was renormalised, that plain rollout/flow/attention are the same whatever class is asked
-about, attention sinks (tokens that take far more attention than uniform while passing little), and truncation. Plain text (the pages render it as text, not HTML).
+about, attention sinks (tokens that take far more attention than uniform while passing little), and truncation.
+Plain text (the pages render it as text, not HTML).
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import numpy as np
 
 from rollout_core import methods
 from rollout_core.compare import word_scores
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 
 FLAT_RATIO = 1.5
 """The map is called nearly flat when its largest share is below 1.5x the uniform share 1/n."""
@@ -19,7 +20,7 @@ SPECIAL_MAJORITY = 0.5
 """Special tokens' raw share at or above which the summary says they took most of the mass."""
 
 
-def summarize(expl: Explanation, top_k: int = 3, *, layer: int | None = None, raw_attention: bool = False) -> str:
+def summarize(expl: ExplanationData, top_k: int = 3, *, layer: int | None = None, raw_attention: bool = False) -> str:
     """One paragraph, e.g. "The prediction NEGATIVE (97%) rests mostly on 'rude' (31%) and 'cold' (22%) ...".
 
     `layer` / `raw_attention` describe the slider's view (cumulative result after layer index `layer`, or
@@ -67,7 +68,7 @@ def _spec(name: str) -> methods.MethodSpec | None:
     return next((s for s in methods.all_methods() if s.name == name), None)
 
 
-def _row(expl: Explanation, layer: int | None, raw_attention: bool) -> np.ndarray:
+def _row(expl: ExplanationData, layer: int | None, raw_attention: bool) -> np.ndarray:
     if layer is None:
         return np.asarray(expl.scores, dtype=np.float64)
     source = expl.layer_attention_scores if raw_attention else expl.layer_scores
@@ -78,19 +79,19 @@ def _percent(value: float) -> str:
     return f"{100 * value:.0f}%" if value >= 0.01 else f"{100 * value:.1f}%"
 
 
-def _asked_about_a_class(expl: Explanation) -> bool:
+def _asked_about_a_class(expl: ExplanationData) -> bool:
     """A class target the user chose (not the default predicted class, which explain marks "(predicted)")."""
     if not isinstance(expl.target, str) or expl.settings.get("task") == "causal-lm":
         return False
     return "(predicted)" not in expl.target_description
 
 
-def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) -> str:
+def _method_phrase(expl: ExplanationData, layer: int | None, raw_attention: bool) -> str:
     s = expl.settings
     start = int(s.get("start_layer") or 0)
     last = start + (expl.num_layers if layer is None else layer + 1)  # 1-based number of the last layer used
     heads = s.get("model_heads")
-    fusion = f"{s.get('head_fusion', 'mean')} over {heads} heads" if heads else f"{s.get('head_fusion', 'mean')} over heads"
+    fusion = f"{s.get('head_fusion', 'mean')} over {f'{heads} heads' if heads else 'heads'}"
     spec = _spec(expl.method)
     if raw_attention or (spec is not None and spec.single_layer):
         if spec is not None and spec.layer_view != "raw attention":
@@ -107,7 +108,7 @@ def _method_phrase(expl: Explanation, layer: int | None, raw_attention: bool) ->
     return f"{name} {through}, {fusion}"
 
 
-def _prediction_phrase(expl: Explanation) -> str:
+def _prediction_phrase(expl: ExplanationData) -> str:
     if not expl.prediction:
         return "The model has no classifier, so the map explains its output representation"
     top = expl.prediction[0]
@@ -118,7 +119,7 @@ def _prediction_phrase(expl: Explanation) -> str:
     return f"The prediction {top.label} ({_percent(top.probability)})"
 
 
-def _units(expl: Explanation, scores: np.ndarray) -> tuple[list[str], np.ndarray, str]:
+def _units(expl: ExplanationData, scores: np.ndarray) -> tuple[list[str], np.ndarray, str]:
     """Words of the text (subwords merged by offsets) or, without offsets, the shown tokens."""
     if expl.text is not None and expl.offsets is not None:
         merged = word_scores(expl, scores)
@@ -138,7 +139,7 @@ def _positive_shares(values: np.ndarray) -> tuple[np.ndarray, bool]:
     return (positive / total if total > 0 else positive), True
 
 
-def _text_body(expl: Explanation, scores: np.ndarray, lead: str, top_k: int) -> str:
+def _text_body(expl: ExplanationData, scores: np.ndarray, lead: str, top_k: int) -> str:
     units, shares, unit = _units(expl, scores)
     shares, signed = _positive_shares(shares)
     lead = f"{lead} (shares of its positive relevance)" if signed else lead
@@ -171,7 +172,7 @@ def _quarters(score_map: np.ndarray) -> dict[str, float]:
     return out
 
 
-def _image_body(expl: Explanation, scores: np.ndarray, lead: str) -> str:
+def _image_body(expl: ExplanationData, scores: np.ndarray, lead: str) -> str:
     score_map, signed = _positive_shares(expl.score_map(scores))
     lead = f"{lead} (shares of its positive relevance)" if signed else lead
     rows, cols = score_map.shape

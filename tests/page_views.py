@@ -1,8 +1,8 @@
 """What a page shows under AppTest, including the layer explorer, whose views are switched in the browser.
 
 The explorer (app_pages/_lib/layer_explorer.py) sends every slider position at once, as numbers; the browser draws
-the one at the data's (layer, raw). These helpers draw that view from the element's data as the JS does, so AppTest tests can check
-what a user sees first (the interaction itself is tested in tests/browser).
+the one at the data's (layer, raw). These helpers draw that view from the element's data as the JS does, so AppTest
+tests can check what a user sees first (the interaction itself is tested in tests/browser).
 """
 from __future__ import annotations
 

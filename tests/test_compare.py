@@ -6,22 +6,17 @@ import math
 import numpy as np
 import pytest
 
+from explanations import make_explanation
 from rollout_core.compare import agreement, align_words, compare, spearman, top_k_overlap, word_scores
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+
 
 SENTENCE = "The staff weren't friendly, honestly."
 
 
 def _text(tokens, offsets, scores, text=SENTENCE):
-    n = len(tokens)
-    scores = np.asarray(scores, dtype=float)
-    return Explanation(
-        kind="text", method="rollout", model_name="m", tokens=tokens,
-        special=np.array([t.startswith("[") or t in ("<s>", "</s>") for t in tokens]), scores=scores,
-        layer_scores=scores[None], layer_attention_scores=scores[None], matrix=None, layer_attention=np.zeros((1, n, n)),
-        settings={}, target_description="row of [CLS]", text=text, offsets=offsets,
-    )
+    special = np.array([t.startswith("[") or t in ("<s>", "</s>") for t in tokens])
+    return make_explanation(tokens, scores, special=special, text=text, offsets=offsets)
 
 
 def _spans(text, pieces):
@@ -108,14 +103,7 @@ def test_agreement_reports_words_when_tokenizers_differ():
 
 def _image(values):
     rows, cols = values.shape
-    n = rows * cols
-    scores = values.ravel().astype(float)
-    return Explanation(
-        kind="image", method="rollout", model_name="m", tokens=[f"patch {i}" for i in range(n)],
-        special=np.zeros(n, bool), scores=scores, layer_scores=scores[None], layer_attention_scores=scores[None],
-        matrix=None, layer_attention=np.zeros((1, n, n)), settings={}, target_description="row of [CLS]",
-        grid=(rows, cols), patch_positions=np.arange(n),
-    )
+    return make_explanation([f"patch {i}" for i in range(rows * cols)], values.ravel(), grid=(rows, cols))
 
 
 def test_images_on_different_grids_resample_the_coarser_map_and_say_so():

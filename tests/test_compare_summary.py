@@ -2,24 +2,19 @@
 import numpy as np
 import pytest
 
+from explanations import make_explanation
 from rollout_core.compare import agreement, compare, spearman, top_k_overlap, word_scores
-from rollout_core.explanation import Explanation, Prediction
+from rollout_core.explanation import Prediction
 from rollout_core.summary import summarise
 
 TEXT = "unbelievably rude staff"
 
 
 def text_expl(tokens, offsets, scores, *, method="rollout", target=None, prediction=("NEGATIVE", 0.9)):
-    n = len(tokens)
-    special = np.array([t in ("[CLS]", "[SEP]") for t in tokens])
-    scores = np.asarray(scores, dtype=float)
-    return Explanation(
-        kind="text", method=method, model_name="m", tokens=tokens, special=special, scores=scores,
-        layer_scores=scores[None], layer_attention_scores=scores[None], matrix=None,
-        layer_attention=np.zeros((1, n, n)), settings={"head_fusion": "mean", "model_heads": 4, "start_layer": 0,
-                                                       "task": "text-classification"},
-        target_description="row of [CLS]", prediction=[Prediction(prediction[0], prediction[1], 0)],
-        target=target, text=TEXT, offsets=offsets,
+    return make_explanation(
+        tokens, scores, method=method, special=np.array([t in ("[CLS]", "[SEP]") for t in tokens]),
+        settings={"head_fusion": "mean", "model_heads": 4, "start_layer": 0, "task": "text-classification"},
+        prediction=[Prediction(prediction[0], prediction[1], 0)], target=target, text=TEXT, offsets=offsets,
     )
 
 
@@ -72,11 +67,7 @@ def test_image_grids_of_different_size_are_resampled():
         scores = np.full(n, 0.01)
         scores[0] = 0.0
         scores[1 + hot] = 1.0
-        return Explanation(kind="image", method="rollout", model_name="m", tokens=["[CLS]"] + ["p"] * (n - 1),
-                           special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
-                           layer_attention_scores=scores[None], matrix=None, layer_attention=np.zeros((1, n, n)),
-                           settings={}, target_description="row of [CLS]", grid=grid,
-                           patch_positions=np.arange(1, n))
+        return make_explanation(["[CLS]"] + ["p"] * (n - 1), scores, grid=grid)
     result = compare(image_expl((2, 2), 1), image_expl((4, 4), 3))  # both hot in the top-right
     assert "resampled" in result.note and len(result.units) == 16
     assert int(np.argmax(result.a)) == int(np.argmax(result.b)) == 3

@@ -324,7 +324,7 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
 def test_bad_arguments_are_input_errors(runs) -> None:
     from rollout_core.errors import InputError
 
-    for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}):
+    for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}, {"scratch": "/no/such/folder"}):
         with pytest.raises(InputError):
             cr.compare_runs(runs["rollout"], runs["attention"], **kwargs)
     assert math.isfinite(cr.compare_runs(runs["rollout"], runs["attention"], by="label").summary["spearman_median"])

@@ -120,7 +120,8 @@ def test_weights_are_the_backbone_with_exactly_the_trained_parameters_replaced(b
         else:
             assert torch.equal(value, backbone[key.removeprefix("dinov2.")]), key
     assert replaced == len(trained)
-    changed = [k for k in trained if k.startswith("dinov2.") and not torch.equal(trained[k].float(), backbone[k.removeprefix("dinov2.")])]
+    changed = [k for k in trained if k.startswith("dinov2.")
+               and not torch.equal(trained[k].float(), backbone[k.removeprefix("dinov2.")])]
     assert changed  # training did move the blocks
 
 

@@ -7,7 +7,6 @@ from typing import Callable
 
 import numpy as np
 import pandas as pd
-import pytest
 import torch
 
 from rollout_core.faithfulness.perturbation import perturbation_curves_many

@@ -4,20 +4,18 @@ import json
 import numpy as np
 import pytest
 
-from rollout_core.explanation import Explanation, Prediction
+from explanations import make_explanation
+from rollout_core.explanation import Prediction
 
 
 def make(**overrides):
     fields = dict(
-        kind="text", method="rollout", model_name="m", tokens=["[CLS]", "good", "film", "[SEP]"],
-        special=np.array([True, False, False, True]), scores=np.array([0.6, 0.3, 0.1, 0.0]),
-        layer_scores=np.array([[0.7, 0.2, 0.1, 0.0], [0.6, 0.3, 0.1, 0.0]]),
-        layer_attention_scores=np.zeros((2, 4)), matrix=np.eye(4), layer_attention=np.zeros((2, 4, 4)),
-        settings={"method": "rollout"}, target_description="row of [CLS]",
+        tokens=["[CLS]", "good", "film", "[SEP]"], scores=[0.6, 0.3, 0.1, 0.0],
+        layer_scores=np.array([[0.7, 0.2, 0.1, 0.0], [0.6, 0.3, 0.1, 0.0]]), layer_attention_scores=np.zeros((2, 4)),
+        matrix=np.eye(4), layer_attention=np.zeros((2, 4, 4)), settings={"method": "rollout"},
         prediction=[Prediction("POSITIVE", 0.9, 1)], text="good film", offsets=[(0, 0), (0, 4), (5, 9), (0, 0)],
     )
-    fields.update(overrides)
-    return Explanation(**fields)
+    return make_explanation(**{**fields, **overrides})
 
 
 def test_display_scores_drop_special_tokens_and_renormalise():

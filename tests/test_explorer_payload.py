@@ -52,7 +52,8 @@ def test_every_payload_fits_the_contract_and_indexes_views_by_layer(expls: dict[
     assert payloads[0]["scales"] == {"YlOrRd": scale_stops("YlOrRd")}  # what the highlight is coloured with
     layers = expls["text"].num_layers
     for name, suffix in (("cumulative", "cum"), ("raw", "raw")):
-        assert [v["marker"] for v in payloads[0]["views"][name]] == [f"layer-{k}-{suffix}" for k in range(1, layers + 1)]
+        markers = [v["marker"] for v in payloads[0]["views"][name]]
+        assert markers == [f"layer-{k}-{suffix}" for k in range(1, layers + 1)]
         for k, view in enumerate(payloads[0]["views"][name], start=1):
             assert view["panels"][0]["marker"] == f"layer-{k}-{suffix}"  # the highlight's marker is the view's own
         assert [v["panels"][0]["marker"] for v in payloads[2]["views"][name]] == [

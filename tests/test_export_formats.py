@@ -11,6 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 
+from explanations import make_explanation
 import rollout_core as rc
 from rollout_core import figures as F
 from rollout_core.errors import RolloutError
@@ -25,12 +26,10 @@ def _expl(tokens=HOSTILE, scores=(0.1, 0.1, 0.6, 0.2, 0.0)) -> Explanation:
     n = len(tokens)
     scores = np.asarray(scores, dtype=np.float64)
     attn = np.full((2, n, n), 1.0 / n)
-    return Explanation(
-        kind="text", method="rollout", model_name="hand <m>", tokens=list(tokens),
-        special=np.array([t in ("[CLS]", "[SEP]") for t in tokens]), scores=scores,
+    return make_explanation(
+        tokens, scores, model_name="hand <m>", special=np.array([t in ("[CLS]", "[SEP]") for t in tokens]),
         layer_scores=np.stack([scores[::-1], scores]), layer_attention_scores=attn[:, 0], matrix=attn[1],
-        layer_attention=attn, settings={}, target_description="row of [CLS]",
-        prediction=[Prediction("NEG<ATIVE>", 0.9, 0)],
+        layer_attention=attn, prediction=[Prediction("NEG<ATIVE>", 0.9, 0)],
     )
 
 

@@ -124,7 +124,8 @@ def test_chefer_positive_negative_by_hand():
 
 def test_scorer_called_once_with_unique_masks_for_many_orderings():
     scorer, removable, weights = _toy()
-    importances = [torch.tensor(weights), -torch.tensor(weights), torch.rand(7, generator=torch.Generator().manual_seed(1))]
+    importances = [torch.tensor(weights), -torch.tensor(weights),
+                   torch.rand(7, generator=torch.Generator().manual_seed(1))]
     together = perturbation_curves_many(scorer, importances, removable, target=1, label=0)
     assert len(scorer.seen) == 1
     assert len(torch.unique(scorer.seen[0], dim=0)) == len(scorer.seen[0])

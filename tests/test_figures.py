@@ -13,10 +13,11 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from explanations import make_explanation
 from rollout_core import figures as F
 from rollout_core.figures import export
 from rollout_core.errors import InputError, RolloutError
-from rollout_core.explanation import Explanation, Prediction
+from rollout_core.explanation import Prediction
 
 
 def _text_expl(tokens, offsets, scores, text, *, special=None, heads=2, method="rollout"):
@@ -26,12 +27,12 @@ def _text_expl(tokens, offsets, scores, text, *, special=None, heads=2, method="
     attn = rng.random((2, n, n))
     attn /= attn.sum(-1, keepdims=True)
     scores = np.asarray(scores, dtype=np.float64)
-    return Explanation(
-        kind="text", method=method, model_name="hand", tokens=list(tokens), special=np.asarray(special),
-        scores=scores, layer_scores=np.stack([scores[::-1], scores]), layer_attention_scores=attn[:, 0],
-        matrix=attn[1], layer_attention=attn, settings={"head_fusion": "mean", "model_heads": heads},
-        target_description="row of [CLS]", prediction=[Prediction("NEGATIVE", 0.9, 0)], text=text,
-        offsets=list(offsets), head_attention=rng.random((2, heads, n, n)),
+    return make_explanation(
+        tokens, scores, method=method, model_name="hand", special=np.asarray(special),
+        layer_scores=np.stack([scores[::-1], scores]), layer_attention_scores=attn[:, 0], matrix=attn[1],
+        layer_attention=attn, settings={"head_fusion": "mean", "model_heads": heads},
+        prediction=[Prediction("NEGATIVE", 0.9, 0)], text=text, offsets=list(offsets),
+        head_attention=rng.random((2, heads, n, n)),
     )
 
 
@@ -39,13 +40,10 @@ def _image_expl(values: np.ndarray, image: np.ndarray | None = None):
     rows, cols = values.shape
     n = rows * cols + 1
     scores = np.concatenate([[0.5], values.ravel()])
-    return Explanation(
-        kind="image", method="rollout", model_name="hand", tokens=["[CLS]"] + [f"patch {r},{c}" for r in range(rows) for c in range(cols)],
-        special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
-        layer_attention_scores=scores[None], matrix=None, layer_attention=np.eye(n)[None], settings={},
-        target_description="row of [CLS]", grid=(rows, cols), patch_positions=np.arange(1, n),
-        image=np.broadcast_to(np.array([200, 50, 10], np.uint8), (rows * 10, cols * 10, 3)).copy() if image is None else image,
-    )
+    if image is None:
+        image = np.broadcast_to(np.array([200, 50, 10], np.uint8), (rows * 10, cols * 10, 3)).copy()
+    return make_explanation(scores=scores, grid=(rows, cols), model_name="hand", layer_attention=np.eye(n)[None],
+                            image=image)
 
 
 class _Collect(HTMLParser):
@@ -143,7 +141,8 @@ def test_bar_chart_values_layers_and_raw_attention():
     text = "x y z"
     words, spans = _words(text)
     expl = _text_expl(["[CLS]", *words, "[SEP]"], [(0, 0), *spans, (0, 0)], [0.5, 0.1, 0.3, 0.05, 0.05], text)
-    for layer, raw, row in [(None, False, expl.scores), (0, False, expl.layer_scores[0]), (1, True, expl.layer_attention_scores[1])]:
+    views = [(None, False, expl.scores), (0, False, expl.layer_scores[0]), (1, True, expl.layer_attention_scores[1])]
+    for layer, raw, row in views:
         bar = F.score_bar(expl, layer=layer, raw_attention=raw).data[0]
         expected = np.asarray(row)[1:-1] / np.asarray(row)[1:-1].sum()
         np.testing.assert_allclose(bar.y, expected, rtol=1e-12)
@@ -177,7 +176,8 @@ def test_matrix_rows_are_queries_and_specials_hide_or_grey():
 
 def test_head_grid_one_trace_per_head_on_one_scale_and_single_head():
     text = "p q"
-    expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.2, 0.1], text, heads=3)
+    expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.2, 0.1], text,
+                      heads=3)
     fig = F.head_grid(expl, 1, specials="show")
     assert len(fig.data) == 3 and all(t.coloraxis == "coloraxis" for t in fig.data)
     for h in range(3):
@@ -312,7 +312,8 @@ def test_fallback_bar_chart_draws_each_bar_at_its_height_in_its_colour():
     """Without kaleido the bar-chart download still works: bar heights in proportion, a zero bar empty."""
     import plotly.graph_objects as go
 
-    fig = go.Figure(go.Bar(y=[0.5, 0.0, 0.25], marker=dict(color=[0.5, 0.0, 0.25], colorscale="Viridis", cmin=0, cmax=0.5)))
+    fig = go.Figure(go.Bar(y=[0.5, 0.0, 0.25],
+                           marker=dict(color=[0.5, 0.0, 0.25], colorscale="Viridis", cmin=0, cmax=0.5)))
     with Image.open(io.BytesIO(F.raster_png(fig))) as image:
         pixels = np.asarray(image.convert("RGB"), dtype=np.int64)
     height, width, _ = pixels.shape
@@ -338,7 +339,8 @@ def test_png_export_that_never_answers_falls_back_in_bounded_time(monkeypatch):
 
 
 def test_fallback_png_is_valid_and_other_figures_say_they_need_kaleido():
-    data = F.raster_png(F.matrix_heatmap(_text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")))
+    expl = _text_expl(["[CLS]", "p", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.5, 0.3, 0.2], "p")
+    data = F.raster_png(F.matrix_heatmap(expl))
     assert data[:8] == b"\x89PNG\r\n\x1a\n"
     with Image.open(io.BytesIO(data)) as image:
         assert image.size[0] > 0 and image.size[1] > 0
@@ -415,8 +417,10 @@ def test_non_square_real_grid_keeps_rows_as_image_rows(tiny_handle):
     overlay = F.image_overlay(expl)
     cells = overlay.data[-1]
     height, width = expl.image.shape[:2]
-    assert cells.x0 - cells.dx / 2 == pytest.approx(-0.5) and cells.x0 + (cols - 0.5) * cells.dx == pytest.approx(width - 0.5)
-    assert cells.y0 - cells.dy / 2 == pytest.approx(-0.5) and cells.y0 + (rows - 0.5) * cells.dy == pytest.approx(height - 0.5)
+    assert cells.x0 - cells.dx / 2 == pytest.approx(-0.5)
+    assert cells.x0 + (cols - 0.5) * cells.dx == pytest.approx(width - 0.5)
+    assert cells.y0 - cells.dy / 2 == pytest.approx(-0.5)
+    assert cells.y0 + (rows - 0.5) * cells.dy == pytest.approx(height - 0.5)
     drawn = np.asarray(Image.open(io.BytesIO(base64.b64decode(overlay.data[0].source.split(",", 1)[1]))))
     assert drawn[2, -3, 0] > 150 and drawn[2, -3, 2] < 100 and drawn[-3, 2].sum() < 200  # red stays top-right
 
@@ -448,7 +452,8 @@ def test_bidi_and_control_characters_are_shown_as_codes_not_applied(with_offsets
 
 def test_visible_escape_keeps_newlines_tabs_and_joiners():
     assert F.text.escape_visible("a\nb\tc\u200dd") == "a\nb\tc\u200dd"
-    assert F.text.escape_visible("\U000e0001") == '<span class="ctrl-char" style="font-family:monospace;opacity:0.7">\\U000e0001</span>'
+    assert F.text.escape_visible("\U000e0001") == \
+        '<span class="ctrl-char" style="font-family:monospace;opacity:0.7">\\U000e0001</span>'
 
 
 def _strings(value) -> list[str]:
@@ -475,5 +480,6 @@ def test_bidi_and_control_characters_in_chart_labels_are_shown_as_codes():
         assert not [s for s in strings if any(c in s for c in _BIDI)], name
     bar_ticks = figs["bar"].layout.xaxis.ticktext
     assert "\\u202eevil\\u2066" in bar_ticks and "\\u200fend" in bar_ticks and "\\u0007" in bar_ticks
-    assert "\\u202eevil\\u2066" in list(figs["matrix"].data[0].x) and "\\u202eevil\\u2066" in list(figs["matrix"].data[0].y)
+    matrix = figs["matrix"].data[0]
+    assert "\\u202eevil\\u2066" in list(matrix.x) and "\\u202eevil\\u2066" in list(matrix.y)
     assert "\\u202e" in figs["words"].layout.xaxis.ticktext  # words split at the control characters

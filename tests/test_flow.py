@@ -27,7 +27,8 @@ def reference_flow(attn_sample, residual=1.0):
 
 def attention(layers, batch, heads, n, seed):
     g = torch.Generator().manual_seed(seed)
-    return [torch.softmax(torch.randn(batch, heads, n, n, generator=g, dtype=torch.float64) * 2, -1) for _ in range(layers)]
+    return [torch.softmax(torch.randn(batch, heads, n, n, generator=g, dtype=torch.float64) * 2, -1)
+            for _ in range(layers)]
 
 
 @pytest.mark.parametrize("seed, layers, n", [(0, 2, 4), (1, 3, 5), (2, 4, 6)])
@@ -118,4 +119,5 @@ def test_pooled_flow_equals_networkx_super_sink_and_one_hot_equals_the_row():
         assert np.abs(ours[b].numpy() - expected).max() < 1e-3
     one_hot = torch.zeros(2, 5, dtype=torch.float64)
     one_hot[:, 3] = 1.0
-    assert torch.allclose(pooled_attention_flow(attn, one_hot), attention_flow(attn, output_tokens=[3])[:, 0], atol=1e-6)
+    assert torch.allclose(pooled_attention_flow(attn, one_hot), attention_flow(attn, output_tokens=[3])[:, 0],
+                          atol=1e-6)

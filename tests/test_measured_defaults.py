@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from rollout_core import methods
 from rollout_core.models import measured, registry
 
 
@@ -29,29 +30,29 @@ def test_best_pointing_wins_and_ties_are_broken_by_lower_deletion(records: Path)
         "attention": {"pointing_game": 0.88, "deletion_auc": 0.51},  # tie on pointing, lower deletion
         "flow": {"pointing_game": None, "deletion_auc": 0.01},  # no ground truth: ranked last
     })
-    assert measured.default_method("m") == "attention"
+    assert measured.default_method("m", methods.names()) == "attention"
     assert measured.ranking(measured.figures("m")) == ["attention", "gradient", "rollout", "flow"]
     write(records, "n", {"rollout": {"pointing_game": 0.5, "deletion_auc": 0.9},
                          "gradient": {"pointing_game": 0.6, "deletion_auc": 0.95}})
-    assert measured.default_method("n") == "gradient"  # pointing first, whatever the deletion
+    assert measured.default_method("n", methods.names()) == "gradient"  # pointing first, whatever the deletion
 
 
 def test_unregistered_methods_in_the_file_are_skipped(records: Path) -> None:
     write(records, "m", {"not-a-method": {"pointing_game": 1.0, "deletion_auc": 0.0},
                          "flow": {"pointing_game": 0.3, "deletion_auc": 0.4}})
-    assert measured.default_method("m") == "flow"
+    assert measured.default_method("m", methods.names()) == "flow"
     write(records, "only-unknown", {"not-a-method": {"pointing_game": 1.0, "deletion_auc": 0.0}})
-    assert measured.default_method("only-unknown") == measured.FALLBACK == "rollout"
+    assert measured.default_method("only-unknown", methods.names()) == measured.FALLBACK == "rollout"
 
 
 def test_models_without_a_usable_file_fall_back_to_rollout(records: Path) -> None:
     assert measured.figures("never-measured") is None
-    assert measured.default_method("never-measured") == "rollout"
-    assert measured.default_method(None) == "rollout"
+    assert measured.default_method("never-measured", methods.names()) == "rollout"
+    assert measured.default_method(None, methods.names()) == "rollout"
     (records / "broken.json").write_text("{not json", encoding="utf-8")
-    assert measured.figures("broken") is None and measured.default_method("broken") == "rollout"
+    assert measured.figures("broken") is None and measured.default_method("broken", methods.names()) == "rollout"
     (records / "list.json").write_text("[1, 2]", encoding="utf-8")
-    assert measured.default_method("list") == "rollout"
+    assert measured.default_method("list", methods.names()) == "rollout"
 
 
 def test_describe_dataset() -> None:
@@ -90,7 +91,7 @@ def test_evaluate_record_round_trip(records: Path, tiny_model_dir, tmp_path: Pat
         key = (-rows["pointing_game"].mean(), rows["deletion_auc"].mean())
         if best_key is None or key < best_key:
             best, best_key = method, key
-    assert measured.default_method("tiny-bert") == best
+    assert measured.default_method("tiny-bert", methods.names()) == best
     assert f"its default method is now {best}" in capsys.readouterr().out
 
 

@@ -77,7 +77,7 @@ def test_the_measured_default_falls_back_when_it_cannot_run(tiny_handle, monkeyp
 
     handle = tiny_handle("sentence")
     monkeypatch.setattr(measured, "figures", lambda name: {"methods": {}} if name == handle.name else None)
-    monkeypatch.setattr(measured, "default_method", lambda name: "gradient")
+    monkeypatch.setattr(measured, "default_method", lambda name, registered: "gradient")
     e = explain_text(handle, TEXT)
     assert e.method == measured.FALLBACK and "cannot run" in e.settings["method_default"]
     assert explain_text(handle, TEXT, labels=["good", "bad"]).method == "gradient"  # zero-shot labels: a score

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from explanations import make_explanation
 from rollout_core import cli, methods
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation, Prediction
@@ -119,10 +120,8 @@ def test_a_dropped_in_module_becomes_a_method(tmp_path, monkeypatch, fresh_regis
 def _expl(method: str, target: str) -> Explanation:
     tokens = ["[CLS]", "good", "soup", "[SEP]"]
     scores = np.array([0.1, 0.5, 0.3, 0.1])
-    return Explanation(
-        kind="text", method=method, model_name="m", tokens=tokens, special=np.array([True, False, False, True]),
-        scores=scores, layer_scores=np.stack([scores, scores]), layer_attention_scores=np.stack([scores, scores]),
-        matrix=None, layer_attention=np.zeros((2, 4, 4)),
+    return make_explanation(
+        tokens, scores, method=method, layers=2,
         settings={"head_fusion": "mean", "model_heads": 2, "start_layer": 0, "task": "text-classification"},
         target_description=f"row of [CLS]; class '{target}'",
         prediction=[Prediction("NEGATIVE", 0.6, 0), Prediction("POSITIVE", 0.4, 1)], target=target,

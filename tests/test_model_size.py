@@ -19,7 +19,7 @@ from safetensors.torch import load_file, save_file
 
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.models import loading
-from rollout_core.settings_env import SettingsError
+from rollout_core.settings import SettingsError
 
 
 @pytest.fixture(autouse=True)
@@ -35,9 +35,11 @@ def _copy(tiny_model_dir: Callable[[str], Path], tmp_path: Path, **config: objec
     return folder
 
 
-@pytest.mark.parametrize("config", [{"num_hidden_layers": 100_000}, {"num_hidden_layers": 300, "hidden_size": 768, "num_attention_heads": 12,
-                                      "intermediate_size": 3072}, {"num_hidden_layers": 64, "hidden_size": 4096,
-                                                                     "intermediate_size": 16384}])
+@pytest.mark.parametrize("config", [
+    {"num_hidden_layers": 100_000},
+    {"num_hidden_layers": 300, "hidden_size": 768, "num_attention_heads": 12, "intermediate_size": 3072},
+    {"num_hidden_layers": 64, "hidden_size": 4096, "intermediate_size": 16384},
+])
 def test_a_huge_declared_model_is_refused_before_allocation(config: dict, tiny_model_dir: Callable[[str], Path],
                                                             tmp_path: Path) -> None:
     folder = _copy(tiny_model_dir, tmp_path, **config)

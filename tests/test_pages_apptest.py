@@ -107,7 +107,8 @@ def test_markup_in_text_is_escaped(tiny_model_dir: Callable[[str], Path]) -> Non
 
 
 @pytest.mark.parametrize("text", ["", "   \n\t "])
-def test_empty_text_gives_a_message_and_the_page_keeps_working(text: str, tiny_model_dir: Callable[[str], Path]) -> None:
+def test_empty_text_gives_a_message_and_the_page_keeps_working(text: str,
+                                                               tiny_model_dir: Callable[[str], Path]) -> None:
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="x")
     at.text_area(key="text").set_value(text).run()
     assert_clean(at)

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from rollout_core.explanation import Explanation
+from explanations import make_explanation
 from rollout_core.lru import LRUCache, size_of
 from rollout_core.serving import malloc
 from rollout_core.serving.malloc import limit_heap_growth
@@ -67,11 +67,8 @@ def test_concurrent_requests_for_one_key_compute_once():
 
 def test_an_explanation_is_measured_from_its_arrays():
     n, layers, heads = 40, 6, 12
-    exp = Explanation(
-        kind="text", method="rollout", model_name="m", tokens=["ab"] * n, special=np.zeros(n, dtype=bool),
-        scores=np.zeros(n), layer_scores=np.zeros((layers, n)), layer_attention_scores=np.zeros((layers, n)),
-        matrix=np.zeros((n, n)), layer_attention=np.zeros((layers, n, n)), settings={}, target_description="",
-        head_attention=np.zeros((layers, heads, n, n), dtype=np.float32))
+    exp = make_explanation(["ab"] * n, np.zeros(n), layers=layers, matrix=np.zeros((n, n)), target_description="",
+                           head_attention=np.zeros((layers, heads, n, n), dtype=np.float32))
     arrays = n + 8 * (n + 2 * layers * n + n * n + layers * n * n) + 4 * layers * heads * n * n
     assert arrays <= size_of(exp) <= arrays + 20_000  # the arrays, plus small change for strings and containers
     assert size_of([exp, exp]) < size_of(exp) + 1000  # the same object twice is counted once

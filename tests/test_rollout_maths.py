@@ -21,7 +21,8 @@ B = [[0, 0, 1], [1, 0, 0], [0, 1, 0]]
 
 
 def close(tensor, expected):
-    assert torch.allclose(tensor, torch.tensor([[float(v) for v in r] for r in expected], dtype=tensor.dtype), atol=1e-12)
+    expected = torch.tensor([[float(v) for v in r] for r in expected], dtype=tensor.dtype)
+    assert torch.allclose(tensor, expected, atol=1e-12)
 
 
 def test_two_layers_by_hand_paper_residual():

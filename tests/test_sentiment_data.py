@@ -207,7 +207,8 @@ def test_word_lists_ship_as_package_data_and_hold_the_hand_lexicon():
     """The lists live in sentiment_words.json, read as package data: every list is there and non-empty, the
     polar lists hold exactly the hand lexicon above (so a lost, cut or changed list fails here), positive and
     negative are disjoint, and templates and filler are disjoint across splits."""
-    data = json.loads(importlib.resources.files("rollout_core.data").joinpath("sentiment_words.json").read_text("utf-8"))
+    words = importlib.resources.files("rollout_core.data").joinpath("sentiment_words.json")
+    data = json.loads(words.read_text("utf-8"))
     domains = {"food", "film", "service", "product", "hotel", "book", "software", "travel", "work"}
     assert set(data["entities"]) == set(data["experience_nouns"]) == set(data["neutral_sentences"]) == domains
     assert set(data["adjectives"]) == set(data["implied_phrases"]) == domains | {"any"}

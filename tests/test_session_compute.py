@@ -2,8 +2,8 @@
 
 Attention flow on a 254-token text through the 12 layers of a tiny BERT (tests/tiny_models.py "bert-long": about
 10 s of max-flow problems at load 3 on the compiled solver, about 9 s by the budget's estimate) runs in a real
-in-process Streamlit runtime (tests/streamlit_runtime.py). The tab is closed while the flow is solving, and within seconds
-the job must be seen to stop: a checkpoint raised `Cancelled`, no max-flow problem is solved after that, the
+in-process Streamlit runtime (tests/streamlit_runtime.py). The tab is closed while the flow is solving, and within
+seconds the job must be seen to stop: a checkpoint raised `Cancelled`, no max-flow problem is solved after that, the
 job's heavy slot is free again and the session's script thread has ended. The job's own state is observed, not
 CPU use: the machine is shared with other processes. (Streamlit 1.67 asks a closed tab's script to stop; the
 page's stop check also notices a session that is no longer active.)"""

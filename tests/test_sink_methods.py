@@ -86,7 +86,8 @@ def test_overlay_marks_sink_patches_at_their_centres():
     expl.extras["sinks"] = {"positions": [[0, 4], [4, 6]], "share": [0.3, 0.2]}  # [CLS] is not a patch
     marks = [t for t in figures.image_overlay(expl).data if t.name == "attention sink"]
     assert len(marks) == 1
-    # position 4 = patch 3 = row 0, col 3; position 6 = row 1, col 1; centres as the heatmap draws them (x0 = dx/2 - 0.5)
+    # position 4 = patch 3 = row 0, col 3; position 6 = row 1, col 1; centres as the heatmap draws them
+    # (x0 = dx/2 - 0.5)
     np.testing.assert_allclose(marks[0].x, [34.5, 14.5])
     np.testing.assert_allclose(marks[0].y, [4.5, 14.5])
     assert marks[0].hovertext[0].endswith("(patch row 0, col 3) in layer 1, 2")

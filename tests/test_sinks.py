@@ -148,7 +148,8 @@ def test_tiny_bert_with_a_sink_is_found_through_the_hooks():
         out = model(inputs_embeds=embeds, output_attentions=True)
     norms = recorded.norms
     assert norms.shape == (1, 1, 5)
-    v = model.embeddings.LayerNorm(embeds) @ (torch.eye(8) - torch.outer(*(2 * [torch.tensor([1.0, -1] + [0] * 6) / 2**0.5])))
+    u = torch.tensor([1.0, -1] + [0] * 6) / 2**0.5
+    v = model.embeddings.LayerNorm(embeds) @ (torch.eye(8) - torch.outer(u, u))
     assert torch.allclose(norms[0, 0], v.view(5, 2, 4).norm(dim=-1).mean(-1).detach(), atol=1e-5)  # recomputed by hand
     report = find_sinks(out.attentions, norms, ratio=2.5)  # 5 positions: at most 5x uniform
     # u lies in head 0's dimensions: head 0 puts everything on the sink, head 1 is uniform -> (1 + 1/5) / 2 x 5

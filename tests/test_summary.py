@@ -5,7 +5,8 @@ import re
 
 import numpy as np
 
-from rollout_core.explanation import Explanation, Prediction
+from explanations import make_explanation
+from rollout_core.explanation import Prediction
 from rollout_core.summary import summarize
 
 TEXT = "the service was rude and the soup cold"
@@ -22,11 +23,9 @@ def _text(scores, *, method="rollout", target="NEGATIVE", description="row of [C
     tokens = ["[CLS]", *words, "[SEP]"]
     n = len(tokens)
     scores = np.asarray(scores, dtype=float)
-    return Explanation(
-        kind="text", method=method, model_name="m", tokens=tokens,
-        special=np.array([True] + [False] * len(words) + [True]), scores=scores,
-        layer_scores=np.stack([np.full(n, 1 / n), scores]), layer_attention_scores=np.stack([scores, scores]),
-        matrix=None, layer_attention=np.zeros((2, n, n)),
+    return make_explanation(
+        tokens, scores, method=method, special=np.array([True] + [False] * len(words) + [True]), layers=2,
+        layer_scores=np.stack([np.full(n, 1 / n), scores]),
         settings={"head_fusion": "mean", "model_heads": 12, "start_layer": 0, "task": "text-classification",
                   **(settings or {})},
         target_description=description, prediction=[Prediction("NEGATIVE", 0.97, 0), Prediction("POSITIVE", 0.03, 1)],
@@ -69,8 +68,10 @@ def test_special_tokens_majority_is_reported_before_renormalisation():
 def test_method_names_class_note_and_truncation():
     asked = _text(PEAKED, target="POSITIVE", description="row of [CLS]; class 'POSITIVE'")
     assert "class-agnostic" in summarize(asked) and "asked about class POSITIVE" in summarize(asked)
-    gradient = summarize(_text(PEAKED, method="gradient", target="POSITIVE", description="row of [CLS]; class 'POSITIVE'"))
-    assert "gradient-weighted rollout (class-specific) for class POSITIVE" in gradient and "class-agnostic" not in gradient
+    gradient = summarize(_text(PEAKED, method="gradient", target="POSITIVE",
+                               description="row of [CLS]; class 'POSITIVE'"))
+    assert "gradient-weighted rollout (class-specific) for class POSITIVE" in gradient
+    assert "class-agnostic" not in gradient
     assert "attention flow through 2 layers" in summarize(_text(PEAKED, method="flow"))
     assert "raw attention of layer 2" in summarize(_text(PEAKED, method="attention"))
     assert "raw attention of layer 1," in summarize(_text(PEAKED), layer=0, raw_attention=True)
@@ -89,13 +90,8 @@ def _image(values):
     rows, cols = values.shape
     n = rows * cols + 1
     scores = np.concatenate([[0.0], values.ravel()])
-    return Explanation(
-        kind="image", method="rollout", model_name="m", tokens=["[CLS]"] + ["p"] * (n - 1),
-        special=np.array([True] + [False] * (n - 1)), scores=scores, layer_scores=scores[None],
-        layer_attention_scores=scores[None], matrix=None, layer_attention=np.zeros((1, n, n)),
-        settings={"head_fusion": "mean", "model_heads": 6}, target_description="row of [CLS]",
-        grid=(rows, cols), patch_positions=np.arange(1, n), prediction=None,
-    )
+    return make_explanation(["[CLS]"] + ["p"] * (n - 1), scores, grid=(rows, cols),
+                            settings={"head_fusion": "mean", "model_heads": 6})
 
 
 def test_image_mass_location_and_top_decile():

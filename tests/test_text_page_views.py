@@ -73,6 +73,9 @@ def test_gradient_rollout_shows_its_relevance_row_with_a_reason_instead_of_a_dia
     (chart,) = [c for c in at.get("plotly_chart") if c.proto.id and "matrix" in c.proto.id]
     assert [t["type"] for t in json.loads(chart.proto.spec)["data"]] == ["bar"]
     rollout = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
+    assert_clean(rollout)  # the class-agnostic default keeps its matrix
+    (chart,) = [c for c in rollout.get("plotly_chart") if c.proto.id and "matrix" in c.proto.id]
+    assert {t["type"] for t in json.loads(chart.proto.spec)["data"]} == {"heatmap"}
 
 
 def test_the_raw_toggle_of_a_contribution_method_names_its_contributions(tiny_model_dir: Callable[[str], Path]) -> None:

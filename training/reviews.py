@@ -130,7 +130,8 @@ ASPECTS = {
 # Whole-review verdicts (no subject needed).
 VERDICT_POS = [
     "Love it.", "Highly recommended.", "Would buy again.", "Worth every penny.", "Five stars.", "Ten out of ten.",
-    "Couldn't be happier.", "An absolute gem.", "I'm delighted with it.", "Money well spent.", "Best purchase this year.",
+    "Couldn't be happier.", "An absolute gem.", "I'm delighted with it.", "Money well spent.",
+    "Best purchase this year.",
     "I'd recommend it to anyone.", "No complaints at all.", "Can't fault it.", "Not bad at all.", "Really pleased.",
     "Exceeded my expectations.", "Does the job brilliantly.", "We will definitely be back.", "A real treat.",
     "Very happy customer.", "Impressed.", "So glad I chose this one.", "It's a keeper.", "Great value.",
@@ -374,15 +375,18 @@ class _Writer:
     def fill(self, text: str) -> str:
         r = self.rng
         slots = {"time": lambda: r.choice(TIME), "wait": lambda: r.choice(WAIT), "count": lambda: r.choice(COUNT),
-                 "person": lambda: r.choice(PERSON), "nights": lambda: r.choice(COUNT), "month": lambda: r.choice(MONTH),
+                 "person": lambda: r.choice(PERSON), "nights": lambda: r.choice(COUNT),
+                 "month": lambda: r.choice(MONTH),
                  "price": lambda: r.choice(PRICE), "place": lambda: r.choice(PLACE), "place2": lambda: r.choice(PLACE),
                  "town": lambda: r.choice(TOWN), "town2": lambda: r.choice(TOWN), "day": lambda: r.choice(DAY),
                  "hour": lambda: r.choice(["nine", "ten", "eight", "half past nine"]),
                  "clock": lambda: f"{r.randint(6, 21)}:{r.choice(['00', '15', '30', '45'])}",
                  "clock2": lambda: f"{r.randint(6, 21)}:{r.choice(['05', '20', '40', '50'])}",
-                 "vehicle": lambda: r.choice(VEHICLE), "event": lambda: r.choice(EVENT), "topic": lambda: r.choice(TOPIC),
+                 "vehicle": lambda: r.choice(VEHICLE), "event": lambda: r.choice(EVENT),
+                 "topic": lambda: r.choice(TOPIC),
                  "colour": lambda: r.choice(COLOUR), "colour2": lambda: r.choice(COLOUR),
-                 "ordinal": lambda: r.choice(ORDINAL), "n": lambda: str(r.randint(2, 9)), "n2": lambda: str(r.randint(10, 14)),
+                 "ordinal": lambda: r.choice(ORDINAL), "n": lambda: str(r.randint(2, 9)),
+                 "n2": lambda: str(r.randint(10, 14)),
                  "thing": lambda: r.choice(THINGS[r.choice(list(THINGS))]).split(" ", 1)[1],
                  "Thing_cap": lambda: "The " + r.choice(THINGS[r.choice(list(THINGS))]).split(" ", 1)[1]}
         return re.sub(r"\{(\w+)\}", lambda m: slots[m.group(1)]() if m.group(1) in slots else m.group(0), text)
@@ -454,7 +458,8 @@ class _Writer:
                       else ['The one good thing:', 'Only upside:', 'The single plus:', 'To be fair,'])
             text = f"{lead} {r.choice(labels)} {tail}."
         elif form == 2:
-            text = f"{minor}. {r.choice(CONTRAST_POS if positive else CONTRAST_NEG)}{_low(self._claim(kind, positive, thing))}"
+            turn = r.choice(CONTRAST_POS if positive else CONTRAST_NEG)
+            text = f"{minor}. {turn}{_low(self._claim(kind, positive, thing))}"
         else:
             text = f"Although {_low(minor)}, {_low(self._claim(kind, positive, thing))}"
         return text

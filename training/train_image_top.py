@@ -211,7 +211,8 @@ def train(settings: dict, test: bool = True) -> tuple[dict[str, torch.Tensor], d
     }
     if test:
         metrics.update(_test_metrics(model, settings))
-        metrics["train_accuracy"] = (cached_predictions(model, train_states, first) == train_labels).float().mean().item()
+        predicted = cached_predictions(model, train_states, first)
+        metrics["train_accuracy"] = (predicted == train_labels).float().mean().item()
     return trained, metrics
 
 

@@ -119,7 +119,8 @@ def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "l
         st.session_state[key], st.session_state[f"{key}_raw"] = layer, raw = num_layers, False
     st.session_state[seen] = identity
     controls = controls or {}
-    specs = [control.spec(param(control.key, default, low=control.low, high=control.high)) for control, default in controls.items()]
+    specs = [control.spec(param(control.key, default, low=control.low, high=control.high))
+             for control, default in controls.items()]
     if not 1 <= layer <= num_layers:
         st.session_state[key] = layer = num_layers
     plotly_url = ""
@@ -131,8 +132,9 @@ def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "l
         try:
             plotly_url = served_plotly_js()
         except OSError as err:
-            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), so the figures under "
-                       "the layer slider cannot be drawn (the highlight and summary still follow it).")
+            st.warning(f"plotly.js could not be copied into {safe_text(STATIC_PLOTLY.parent)} ({safe_text(err)}), "
+                       "so the figures under the layer slider cannot be drawn (the highlight and summary still follow "
+                       "it).")
     data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
                           "label": slider_label(*methods), "raw_label": raw_label(*methods),
                           "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs,

@@ -66,7 +66,7 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         offered = [s.name for s in methods.runnable(handle, zero_shot=zero_shot)]
     else:
         offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
-    default = measured.default_method(model)
+    default = measured.default_method(model, methods.names())
     default = default if default in offered else offered[0]
     for name, first, choices in (("method", default, offered), ("fusion", "mean", FUSIONS)):
         param(k(name), first, choices)
@@ -149,7 +149,8 @@ def _figures_caption(record: dict | None, model: str | None) -> None:
     where = safe_text(f"{measured.describe_dataset(record, long=False)}, {record.get('date', '?')}")
     st.caption(f"Figures measured on {where}: "
                f"pointing game ↑ (top position on the deciding region), deletion AUC ↓. Random: {against}. "
-               f"Default: {methods.get(measured.default_method(model)).title}, the best on pointing, then deletion.")
+               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on pointing, "
+               "then deletion.")
 
 
 def _target(raw: str) -> str | int | None:

@@ -113,4 +113,4 @@ def _switch_model(name: str) -> None:
     """Before the rerun: point the sidebar's model picker at `name` (widget state may change only here)."""
     st.session_state["model_choice"] = name
     st.session_state["model"] = name
-    st.session_state["method"] = measured.default_method(name)
+    st.session_state["method"] = measured.default_method(name, methods.names())

@@ -28,7 +28,7 @@ from rollout_core import methods
 from rollout_core.compare import word_scores, word_shares
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts, text_batches
-from rollout_core.explanation import Prediction
+from rollout_core.explanation_data import Prediction
 from rollout_core.inputs.text import model_max_length, token_counts
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle

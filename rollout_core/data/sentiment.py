@@ -111,7 +111,8 @@ def implied_evidence(phrase: str) -> str:
 
 
 _SPLIT_OF = _assign_splits()
-_IMPLIED_EVIDENCE = frozenset(implied_evidence(p).lower() for pair in IMPLIED_PHRASES.values() for ps in pair for p in ps)
+_IMPLIED_EVIDENCE = frozenset(implied_evidence(p).lower() for pair in IMPLIED_PHRASES.values() for ps in pair
+                              for p in ps)
 
 
 def decided_by_implied(example: TextExample) -> bool:
@@ -163,7 +164,8 @@ class _Generator:
         self.verbs = tuple(_keep(_VERBS[p], split, key=lambda v: v[0]) for p in order)
         self.nouns = tuple(_keep(_NOUNS[p], split) for p in order)
         self.implied = {
-            domain: tuple(_keep(IMPLIED_PHRASES["any"][p] + IMPLIED_PHRASES[domain][p], split, key=implied_evidence) for p in order)
+            domain: tuple(_keep(IMPLIED_PHRASES["any"][p] + IMPLIED_PHRASES[domain][p], split, key=implied_evidence)
+                          for p in order)
             for domain in _DOMAIN_ADJ
         }
         self.templates = _TEMPLATES[split]

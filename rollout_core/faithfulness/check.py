@@ -28,7 +28,8 @@ class DeletionCheck:
     label: str  # the class whose probability the curves follow
 
 
-def check_deletion(handle: ModelHandle, input: Any, explanation: Explanation, seeds: int = CHECK_SEEDS) -> DeletionCheck:
+def check_deletion(handle: ModelHandle, input: Any, explanation: Explanation,
+                   seeds: int = CHECK_SEEDS) -> DeletionCheck:
     """Remove the map's top positions first (0..100% in steps of 10%) and follow the predicted class's
     probability; the same for `seeds` random orderings. `input` is what `explanation` explained."""
     prepared = prepare_text(handle, input) if handle.modality == "text" else prepare_image(handle, input)

@@ -3,9 +3,10 @@
     python -m rollout_core evaluate --model default-text --dataset text --limit 100 --out evaluation/
 
 Without --dataset, the model's generated test set is used ('text' for a text model, 'image' for an image
-model; no model either: 'text' on default-text). Writes <out>/<name>.csv (one row per example and method, random baseline included) and <out>/<name>.md
-(the method x measure summary, mean ± std, with the command that produced it); <name> is the data set
-("text", "image") or the CSV file / folder name, and prints the table and where it wrote them on stdout.
+model; no model either: 'text' on default-text). Writes <out>/<name>.csv (one row per example and method, random
+baseline included) and <out>/<name>.md (the method x measure summary, mean ± std, with the command that produced
+it); <name> is the data set ("text", "image") or the CSV file / folder name, and prints the table and where it wrote
+them on stdout.
 With --record (registry models only) the per-method summary is also stored in
 rollout_core/models/measured/<model>.json, from which the model's default method is derived.
 Progress goes to stderr. Errors the user can fix end
@@ -38,7 +39,8 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     from rollout_core.faithfulness.evaluate import AGREEMENT, METHODS, RANDOM_SEEDS, REFERENCES
 
     parser = _Parser(prog=prog, description="Measure how faithfully each explanation method tracks the model.")
-    parser.add_argument("--model", default=None, help="registry name, folder or hub id (default: the data set's default model)")
+    parser.add_argument("--model", default=None,
+                        help="registry name, folder or hub id (default: the data set's default model)")
     parser.add_argument("--dataset", default=None,
                         help="'text' or 'image' (generated, with ground truth), a CSV with text,label columns, "
                              "or a folder with one sub-folder of images per class (default: the generated set "
@@ -49,7 +51,8 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     parser.add_argument("--limit", type=int, default=None, help="at most this many examples (generated sets: 100)")
     parser.add_argument("--seeds", type=int, default=RANDOM_SEEDS,
                         help=f"random orderings per example for the baseline (default {RANDOM_SEEDS}: the random row "
-                             "is the mean over the examples' own orderings; more make a small set's chance line steadier)")
+                             "is the mean over the examples' own orderings; more make a small set's chance line "
+                             "steadier)")
     parser.add_argument("--data-seed", type=int, default=0,
                         help="generated sets: which draw (default 0, the recorded tables'); every seed gives "
                              "examples the model never trained on, to check that a figure holds on fresh data")
@@ -127,6 +130,7 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     print(result.markdown() + _not_computed(result))
     print(f"wrote {name}.csv and {name}.md to {out} ({result.count} examples, {seconds:.0f} s)")
     if recorded is not None:
+        from rollout_core import methods
         from rollout_core.models import measured
 
         try:
@@ -135,7 +139,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
                                    command=f"python -m rollout_core evaluate {shlex.join(argv)}")
         except OSError as err:
             raise RolloutError(f"could not record the figures of {recorded}: {err}") from err
-        print(f"recorded {recorded}'s figures in {path}; its default method is now {measured.default_method(recorded)}")
+        best = measured.default_method(recorded, methods.names())
+        print(f"recorded {recorded}'s figures in {path}; its default method is now {best}")
     return 0
 
 

@@ -160,7 +160,8 @@ def evaluate_dataset(
     is stopped keeps what was done (`summarize` them).
     `data_seed`: another draw of a generated set (0: the one the recorded tables use)."""
     generated = dataset if dataset in ("text", "image") else None
-    handle = load_handle(model, generated or ("image" if Path(dataset).is_dir() else "text"), check=generated is not None)
+    modality = generated or ("image" if Path(dataset).is_dir() else "text")
+    handle = load_handle(model, modality, check=generated is not None)
     methods = check_methods(methods, handle.modality, handle)
     references = check_references(references, handle.modality) if agreement else ()
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):

@@ -34,7 +34,8 @@ def patch_region(mask: np.ndarray, size: tuple[int, int], grid: tuple[int, int],
     from PIL import Image
 
     height, width = size
-    resized = np.asarray(Image.fromarray(np.asarray(mask, dtype=np.uint8) * 255).resize((width, height), Image.NEAREST)) > 0
+    picture = Image.fromarray(np.asarray(mask, dtype=np.uint8) * 255)
+    resized = np.asarray(picture.resize((width, height), Image.NEAREST)) > 0
     rows, cols = grid
     ph, pw = height // rows, width // cols
     share = resized[: rows * ph, : cols * pw].reshape(rows, ph, cols, pw).mean(axis=(1, 3)).reshape(-1)

@@ -59,7 +59,8 @@ def importance_order(importance: torch.Tensor, removable: torch.Tensor) -> torch
     return candidates[order]
 
 
-def keep_masks(order: torch.Tensor, n: int, fractions: list[float] | tuple[float, ...], *, insert: bool) -> torch.Tensor:
+def keep_masks(order: torch.Tensor, n: int, fractions: list[float] | tuple[float, ...], *,
+               insert: bool) -> torch.Tensor:
     """(len(fractions), n) keep masks along `order` (removable positions, first = acted on first).
 
     insert=False: the first round(f * m) positions of `order` are removed (m = len(order));
@@ -142,7 +143,8 @@ def perturbation_curves_many(
     return out
 
 
-def _score(scorer: Scorer, masks: torch.Tensor, progress: Callable[[int, int], None] | None, chunk: int) -> torch.Tensor:
+def _score(scorer: Scorer, masks: torch.Tensor, progress: Callable[[int, int], None] | None,
+           chunk: int) -> torch.Tensor:
     """scorer(masks) as float64 on the CPU, in one call, or in chunks reporting progress(scored, total)."""
     if progress is None:
         return torch.as_tensor(scorer(masks)).detach().to("cpu", torch.float64)

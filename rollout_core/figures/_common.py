@@ -9,7 +9,7 @@ from plotly.colors import get_colorscale
 
 from rollout_core import methods
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 
 SCORE_SCALE = "YlOrRd"
 """Sequential scale for shares (light = little, dark red = much): readable as a text background."""
@@ -22,7 +22,7 @@ HOVER_FORMAT = ".6g"
 """Hover shows values to 6 significant digits; the figure data keeps full float64."""
 
 
-def row_scores(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+def row_scores(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
     """The (n,) row to draw: final scores, the cumulative result after layer index `layer`
     (`layer_scores[layer]`), or that layer's own fused attention (`layer_attention_scores[layer]`)."""
     if layer is None:
@@ -40,17 +40,17 @@ def method_title(method: str) -> str:
     return methods.get(method).title if method in methods.names() else method
 
 
-def total_layers(expl: Explanation) -> int:
+def total_layers(expl: ExplanationData) -> int:
     """The model's number of layers (the slider may cover fewer: a start or end layer, fine-tuned blocks)."""
     return int(expl.settings.get("model_layers") or model_layer(expl, expl.num_layers - 1))
 
 
-def layer_words(expl: Explanation, layer: int) -> str:
+def layer_words(expl: ExplanationData, layer: int) -> str:
     """Which model layer of how many layer index `layer` is: "layer 4 of 12"."""
     return f"layer {model_layer(expl, layer)} of {total_layers(expl)}"
 
 
-def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> str:
+def view_title(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> str:
     """Plain words for what a view shows, naming the method by its display name and the layer of how many:
     "Attention rollout up to layer 4 of 12", "... up to layer 12 of 12 (final)", "ALTI rollout, layers 11-12 of
     12 (final)" (a start layer), "raw attention of layer 4 of 12" (the per-layer view, or a method that shows one
@@ -65,7 +65,8 @@ def view_title(expl: Explanation, layer: int | None = None, raw_attention: bool 
     final = " (final)" if index == expl.num_layers - 1 else ""
     start = int(expl.settings.get("start_layer") or 0)
     if start and index and (spec is None or spec.cumulative):
-        return f"{method_title(expl.method)}, layers {start + 1}-{model_layer(expl, index)} of {total_layers(expl)}{final}"
+        layers = f"{start + 1}-{model_layer(expl, index)} of {total_layers(expl)}"
+        return f"{method_title(expl.method)}, layers {layers}{final}"
     if start and (spec is None or spec.cumulative):
         return f"{method_title(expl.method)}, {where}{final}"
     joint = " up to " if spec is None or spec.cumulative else " at "
@@ -107,12 +108,12 @@ def _layer_view(method: str) -> str:
     return methods.get(method).layer_view if method in methods.names() else "raw attention"
 
 
-def model_layer(expl: Explanation, layer: int) -> int:
+def model_layer(expl: ExplanationData, layer: int) -> int:
     """1-based model layer number of layer index `layer` (index 0 = the first rolled-out layer)."""
     return int(expl.settings.get("start_layer") or 0) + int(layer) + 1
 
 
-def _check_layer(expl: Explanation, layer: int) -> None:
+def _check_layer(expl: ExplanationData, layer: int) -> None:
     if not 0 <= int(layer) < expl.num_layers:
         raise InputError(f"Layer index {layer} is outside 0..{expl.num_layers - 1}.")
 

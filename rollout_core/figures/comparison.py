@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rollout_core import compare
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     DIFFERENCE_SCALE,
     HOVER_FORMAT,
@@ -20,7 +20,7 @@ from rollout_core.figures._common import (
 from rollout_core.figures.image import DEFAULT_COLORMAP, grid_figure, patch_map
 
 
-def shared_zmax(*expls: Explanation, layer: int | None = None, raw_attention: bool = False) -> float:
+def shared_zmax(*expls: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> float:
     """Top of one colour scale for several explanations: the largest shown share among them."""
     tops = []
     for expl in expls:
@@ -30,8 +30,8 @@ def shared_zmax(*expls: Explanation, layer: int | None = None, raw_attention: bo
 
 
 def comparison_figure(
-    a: Explanation,
-    b: Explanation,
+    a: ExplanationData,
+    b: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -50,8 +50,8 @@ def comparison_figure(
         fig = make_subplots(rows=1, cols=2, subplot_titles=list(labels), horizontal_spacing=0.06)
         for col, expl in enumerate((a, b), start=1):
             values = patch_map(expl, layer, raw_attention)
-            fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis", name=labels[col - 1],
-                                     hovertemplate=f"row %{{y}}, col %{{x}}: %{{z:{HOVER_FORMAT}}}<extra>{labels[col - 1]}</extra>"),
+            hover = f"row %{{y}}, col %{{x}}: %{{z:{HOVER_FORMAT}}}<extra>{labels[col - 1]}</extra>"
+            fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis", name=labels[col - 1], hovertemplate=hover),
                           row=1, col=col)
         fig.update_yaxes(autorange="reversed", title="patch row")
         fig.update_xaxes(title="patch column")
@@ -68,15 +68,16 @@ def comparison_figure(
         hovertemplate=f"%{{y}}, %{{customdata}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
     ))
     unit = "word" if result.aligned_by_words else "token"
-    fig.update_layout(title=f"Same colour scale on both sides (per {unit})", xaxis=tick_axis(result.units, title=unit, values=np.maximum(result.a, result.b)),
+    fig.update_layout(title=f"Same colour scale on both sides (per {unit})",
+                      xaxis=tick_axis(result.units, title=unit, values=np.maximum(result.a, result.b)),
                       yaxis=dict(autorange="reversed"), height=200 + tick_margin(result.units),
                       margin=dict(l=60, r=10, t=40, b=tick_margin(result.units)))
     return fig
 
 
 def difference_figure(
-    a: Explanation,
-    b: Explanation,
+    a: ExplanationData,
+    b: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -113,11 +114,12 @@ def difference_figure(
     return fig
 
 
-def _compared(a: Explanation, b: Explanation, layer: int | None, raw_attention: bool) -> compare.Comparison:
-    return compare.compare(a, b, scores_a=row_scores(a, layer, raw_attention), scores_b=row_scores(b, layer, raw_attention))
+def _compared(a: ExplanationData, b: ExplanationData, layer: int | None, raw_attention: bool) -> compare.Comparison:
+    return compare.compare(a, b, scores_a=row_scores(a, layer, raw_attention),
+                           scores_b=row_scores(b, layer, raw_attention))
 
 
-def _grid_shape(a: Explanation, b: Explanation) -> tuple[int, int]:
+def _grid_shape(a: ExplanationData, b: ExplanationData) -> tuple[int, int]:
     (ra, ca), (rb, cb) = a.grid, b.grid
     return max(ra, rb), max(ca, cb)
 

@@ -34,7 +34,8 @@ def spearman_histogram(values: np.ndarray, bins: int = BINS) -> go.Figure:
     centres = (edges[:-1] + edges[1:]) / 2
     fig = go.Figure(go.Bar(x=centres, y=counts, width=edges[1] - edges[0], marker_color="rgb(99,110,250)",
                            customdata=np.stack([edges[:-1], edges[1:]], axis=1),
-                           hovertemplate="Spearman %{customdata[0]:.2f} to %{customdata[1]:.2f}: %{y} rows<extra></extra>"))
+                           hovertemplate="Spearman %{customdata[0]:.2f} to %{customdata[1]:.2f}: %{y} rows"
+                                         "<extra></extra>"))
     undefined = len(values) - len(defined)
     note = f" ({undefined} rows undefined: fewer than two units or a constant side)" if undefined else ""
     fig.update_layout(title=f"Rank correlation of A's and B's explanations per row{note}", bargap=0.02,
@@ -51,9 +52,10 @@ def moved_units_figure(moved: pd.DataFrame, cls: str) -> go.Figure:
     low, high = rows["low"].to_numpy(dtype=np.float64), rows["high"].to_numpy(dtype=np.float64)
     units = [label(u) for u in rows["unit"]]
     fig = go.Figure(go.Bar(
-        x=diff, y=list(range(len(rows))), orientation="h", marker_color=[MORE_IN_B if d > 0 else MORE_IN_A for d in diff],
-        error_x=dict(type="data", symmetric=False, array=np.nan_to_num(high - diff), arrayminus=np.nan_to_num(diff - low),
-                     color="rgba(40,40,40,0.7)", thickness=1.2),
+        x=diff, y=list(range(len(rows))), orientation="h",
+        marker_color=[MORE_IN_B if d > 0 else MORE_IN_A for d in diff],
+        error_x=dict(type="data", symmetric=False, array=np.nan_to_num(high - diff),
+                     arrayminus=np.nan_to_num(diff - low), color="rgba(40,40,40,0.7)", thickness=1.2),
         customdata=np.stack([rows["count"].to_numpy(), low, high], axis=1), text=units, textposition="none",
         hovertemplate="%{text}: %{x:+.4f} (interval %{customdata[1]:+.4f} to %{customdata[2]:+.4f}), "
                       "%{customdata[0]} occurrences<extra></extra>"))
@@ -86,8 +88,8 @@ def patch_pair_figure(map_a: np.ndarray, map_b: np.ndarray, title: str) -> go.Fi
     top = max(float(np.max(map_a, initial=0.0)), float(np.max(map_b, initial=0.0))) or 1.0
     fig = make_subplots(rows=1, cols=2, subplot_titles=["A", "B"], horizontal_spacing=0.08)
     for col, values in enumerate((map_a, map_b), start=1):
-        fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis", hovertemplate="patch %{y},%{x}: %{z:.4f}<extra></extra>"),
-                      row=1, col=col)
+        fig.add_trace(go.Heatmap(z=values, coloraxis="coloraxis",
+                                 hovertemplate="patch %{y},%{x}: %{z:.4f}<extra></extra>"), row=1, col=col)
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(coloraxis=dict(colorscale="YlOrRd", cmin=0.0, cmax=top, colorbar=dict(title="share")),
                       title=label(title), height=300, margin=dict(l=30, r=10, t=60, b=30))

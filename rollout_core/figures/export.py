@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from plotly.colors import sample_colorscale
 
 from rollout_core.errors import RolloutError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.extras import MissingExtraError, require
 
 _log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ FORMULA_STARTS = "=+-@\t\r"
 """First characters that make a spreadsheet read a cell as a formula (OWASP's CSV injection list)."""
 
 
-def scores_csv(expl: Explanation) -> bytes:
+def scores_csv(expl: ExplanationData) -> bytes:
     """UTF-8 CSV, one row per position: token, special, character span or patch row/col, raw score, display
     score (blank for special positions), then the raw row after each layer and each layer's own attention.
 
@@ -188,7 +188,7 @@ def scores_csv(expl: Explanation) -> bytes:
     return frame.to_csv(index=False, float_format="%.9g", lineterminator="\r\n").encode("utf-8")
 
 
-def scores_json(expl: Explanation) -> bytes:
+def scores_json(expl: ExplanationData) -> bytes:
     """UTF-8 JSON of `Explanation.to_dict()` (tokens, scores, layer rows, prediction, settings) plus, for
     text with offsets, "words": [[word, start, end, share], ...] as on the pages."""
     out = expl.to_dict()
@@ -200,7 +200,8 @@ def scores_json(expl: Explanation) -> bytes:
 
 
 KALEIDO_TIMEOUT_S = 30.0
-"""Longest wait for one render (PNG, SVG or PDF); past it the export fails (and falls back) instead of hanging a download."""
+"""Longest wait for one render (PNG, SVG or PDF); past it the export fails (and falls back) instead of hanging a
+download."""
 
 
 def kaleido_options() -> dict:
@@ -218,8 +219,9 @@ _KALEIDO_WORKER = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_na
 
 
 def _kaleido(fig: go.Figure, fmt: str, width: int, height: int, scale: float) -> bytes:
-    """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's own timeout covers a render,
-    not a browser start that never answers, so the call runs on a worker thread and is abandoned past the limit."""
+    """Kaleido's `fmt` ("png", "svg", "pdf") rendering, waited for at most KALEIDO_TIMEOUT_S of wall clock: kaleido's
+    own timeout covers a render, not a browser start that never answers, so the call runs on a worker thread and is
+    abandoned past the limit."""
     kaleido = require("kaleido", "export", what=f"{fmt.upper()} export")
 
     job = _KALEIDO_WORKER.submit(

@@ -10,7 +10,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 import numpy as np
 
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     SCORE_SCALE,
     clean_token,
@@ -33,7 +33,7 @@ def _xml_text(text: str) -> str:
     return escape(visible(text))
 
 
-def token_highlight_svg(expl: Explanation, *, layer: int | None = None, raw_attention: bool = False,
+def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_attention: bool = False,
                         zmax: float | None = None, colorscale: str = SCORE_SCALE, width: int = 640,
                         font_size: int = 14) -> str:
     """The displayed tokens (special ones left out) on backgrounds coloured by their share, 0..`zmax` (default:
@@ -52,7 +52,8 @@ def token_highlight_svg(expl: Explanation, *, layer: int | None = None, raw_atte
         parts.append(
             f'<g class="tok"><rect x="{x:.1f}" y="{y:.1f}" width="{box:.1f}" height="{line - 4:.1f}" rx="3" '
             f'fill="{fill}"><title>{_xml_text(token)}: {value:.6g}</title></rect>'
-            f'<text x="{x + pad:.1f}" y="{y + font_size * 1.15:.1f}" fill="{ink_for(rgb)}">{_xml_text(token)}</text></g>'
+            f'<text x="{x + pad:.1f}" y="{y + font_size * 1.15:.1f}" fill="{ink_for(rgb)}">'
+            f'{_xml_text(token)}</text></g>'
         )
         x += box + _GAP * font_size
     caption_y = y + line + font_size
@@ -63,6 +64,7 @@ def token_highlight_svg(expl: Explanation, *, layer: int | None = None, raw_atte
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height:.0f}" '
         f'viewBox="0 0 {width} {height:.0f}" font-family={font} font-size="{font_size}">'
         + "".join(parts)
-        + f'<text x="0" y="{caption_y:.1f}" font-size="{font_size * 0.8:.1f}" fill="#444444">{_xml_text(caption)}</text>'
+        + f'<text x="0" y="{caption_y:.1f}" font-size="{font_size * 0.8:.1f}" fill="#444444">'
+        + f'{_xml_text(caption)}</text>'
         "</svg>\n"
     )

@@ -11,7 +11,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import HOVER_FORMAT, positive_max, row_scores, view_title
 
 DEFAULT_COLORMAP = "inferno"
@@ -21,7 +21,7 @@ OVERLAY_TRACE = "patches"
 """Name of the overlay's per-patch map trace, the one a viewer's opacity control sets."""
 
 
-def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
+def patch_map(expl: ExplanationData, layer: int | None = None, raw_attention: bool = False) -> np.ndarray:
     """(rows, cols) patch shares of the chosen row (final, after layer index `layer`, or its raw attention)."""
     if expl.grid is None:
         raise InputError("This is not an image explanation: there is no patch grid to draw.")
@@ -29,7 +29,7 @@ def patch_map(expl: Explanation, layer: int | None = None, raw_attention: bool =
 
 
 def image_overlay(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -68,7 +68,7 @@ def image_overlay(
     return fig
 
 
-def _add_sink_marks(fig: go.Figure, expl: Explanation, dx: float, dy: float) -> None:
+def _add_sink_marks(fig: go.Figure, expl: ExplanationData, dx: float, dy: float) -> None:
     """Crosses on the patches that are attention sinks in some layer (Explanation.extras["sinks"])."""
     facts = expl.extras.get("sinks")
     if not facts or expl.patch_positions is None or expl.grid is None:
@@ -91,7 +91,7 @@ def _add_sink_marks(fig: go.Figure, expl: Explanation, dx: float, dy: float) -> 
 
 
 def patch_heatmap(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,

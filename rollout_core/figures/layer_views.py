@@ -20,7 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rollout_core import compare
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (SCORE_SCALE, layer_words, method_title, positive_max, row_scores,
                                           scale_stops, view_title)
 from rollout_core.figures.comparison import difference_figure
@@ -71,18 +71,18 @@ def rounded(values: Any) -> list[float]:
     return [float(f"{v:.{DIGITS}g}") for v in np.asarray(values, np.float64).ravel().tolist()]
 
 
-def shown_top(expl: Explanation, index: int, raw: bool) -> float:
+def shown_top(expl: ExplanationData, index: int, raw: bool) -> float:
     """Top of a 0-based colour scale for what is shown of `expl` at layer index `index` (display shares)."""
     row = row_scores(expl, index, raw)
     return positive_max(expl.score_map(row) if expl.kind == "image" else expl.display_scores(row))
 
 
-def scale_tops(*expls: Explanation) -> dict[bool, float]:
+def scale_tops(*expls: ExplanationData) -> dict[bool, float]:
     """One colour-scale top per mode: the largest shown share over every layer of every explanation."""
     return {raw: max(shown_top(e, i, raw) for e in expls for i in range(e.num_layers)) for raw in (False, True)}
 
 
-def _tops(expls: tuple[Explanation, ...], shared_scale: bool) -> dict[bool, float | None]:
+def _tops(expls: tuple[ExplanationData, ...], shared_scale: bool) -> dict[bool, float | None]:
     """Colour-scale tops per mode: one over every layer (`shared_scale`), or None = each layer its own maximum."""
     return scale_tops(*expls) if shared_scale else {False: None, True: None}
 
@@ -105,7 +105,7 @@ class _Figures:
         return spec
 
 
-def _highlight(series: int, heading: str, expl: Explanation) -> Panel:
+def _highlight(series: int, heading: str, expl: ExplanationData) -> Panel:
     return {"kind": HIGHLIGHT, "series": series, "heading": heading, "scale": SCORE_SCALE,
             "pieces": highlight_pieces(expl), "figure": {}, "trace": 0, "rows": 0}
 
@@ -148,7 +148,7 @@ def _payload(panels: list[Panel], layers: int, draw: Callable[[int, bool, str], 
             "template": template, "scales": scales}
 
 
-def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool = True) -> Payload:
+def text_payload(expl: ExplanationData, *, shared_scale: bool = False, figures: bool = True) -> Payload:
     """Highlight, bar chart (unless not `figures`) and summary of a text explanation at every slider position;
     each layer on its own colour scale (0 to its largest share) unless `shared_scale` puts every layer of a
     mode on one. Both panels draw the same series: the display scores."""
@@ -165,7 +165,7 @@ def text_payload(expl: Explanation, *, shared_scale: bool = False, figures: bool
     return _payload(panels, expl.num_layers, draw, plot.template)
 
 
-def image_payload(expl: Explanation, *, colormap: str = DEFAULT_COLORMAP, shared_scale: bool = False,
+def image_payload(expl: ExplanationData, *, colormap: str = DEFAULT_COLORMAP, shared_scale: bool = False,
                   figures: bool = True, opacity: float = 0.5) -> Payload:
     """Overlay, patch grid (unless not `figures`) and summary of an image explanation at every slider position;
     each layer on its own colour scale unless `shared_scale` (as in text_payload)."""
@@ -188,7 +188,7 @@ SIDE_SCALES = ("shared", "each")
 """Compare's colour scales: both sides on one scale, or each side on its own (a faint side stays visible)."""
 
 
-def _side_tops(a: Explanation, b: Explanation, sides: str, shared_scale: bool
+def _side_tops(a: ExplanationData, b: ExplanationData, sides: str, shared_scale: bool
                ) -> Callable[[int, int, bool], tuple[float | None, float | None]]:
     """(top of A, top of B) at (A's layer index, B's layer index, raw): one over both sides or each its own
     (`sides`), per position or over every layer (`shared_scale`); None = that figure's own largest value."""
@@ -205,7 +205,7 @@ def _side_tops(a: Explanation, b: Explanation, sides: str, shared_scale: bool
     return lambda ia, ib, raw: (None, None)
 
 
-def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared", shared_scale: bool = False,
+def comparison_payload(a: ExplanationData, b: ExplanationData, *, sides: str = "shared", shared_scale: bool = False,
                        colormap: str = DEFAULT_COLORMAP, opacity: float = 0.5) -> Payload:
     """Both sides, their agreement and difference at every slider position. The slider covers the deeper
     side's layers and each side follows at its own relative depth (`side_layer`): the last position is both
@@ -223,11 +223,11 @@ def comparison_payload(a: Explanation, b: Explanation, *, sides: str = "shared",
         panels = [_map(i, plot(image_overlay(expl, layer=0, opacity=opacity, colormap=colormap)), expl.grid[0],
                        OVERLAY_TRACE) for i, (_, expl) in enumerate(sides_)]
 
-    def shown(expl: Explanation, index: int, raw: bool) -> np.ndarray:
+    def shown(expl: ExplanationData, index: int, raw: bool) -> np.ndarray:
         row = row_scores(expl, index, raw)
         return expl.display_scores(row) if expl.kind == "text" else expl.score_map(row)
 
-    def title(name: str, expl: Explanation, index: int, raw: bool, key: str) -> tuple[str, str]:
+    def title(name: str, expl: ExplanationData, index: int, raw: bool, key: str) -> tuple[str, str]:
         if expl.kind == "text":
             return view_title(expl, index, raw), f"{name}-{key}"
         return html.escape(f"{header[name]} · {view_title(expl, index, raw)}"), ""

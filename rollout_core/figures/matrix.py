@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     HOVER_FORMAT,
     SCORE_SCALE,
@@ -26,7 +26,7 @@ _GREY_SCALE = [[0.0, "rgb(200,200,200)"], [1.0, "rgb(90,90,90)"]]
 
 
 def matrix_heatmap(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     head: int | None = None,
@@ -66,7 +66,7 @@ RELEVANCE_NOTE = (
     "to the class.")
 
 
-def matrix_note(expl: Explanation) -> str | None:
+def matrix_note(expl: ExplanationData) -> str | None:
     """Why the final matrix of `expl` is not drawn (class-specific methods: only the explained row means
     something, see RELEVANCE_NOTE), or None when the matrix is worth showing."""
     from rollout_core import methods
@@ -79,7 +79,7 @@ def matrix_note(expl: Explanation) -> str | None:
 
 
 def head_grid(
-    expl: Explanation,
+    expl: ExplanationData,
     layer: int,
     *,
     specials: str = "hide",
@@ -122,7 +122,7 @@ def head_grid(
     return fig
 
 
-def _matrix(expl: Explanation, layer: int | None, head: int | None) -> tuple[np.ndarray, str]:
+def _matrix(expl: ExplanationData, layer: int | None, head: int | None) -> tuple[np.ndarray, str]:
     if head is not None:
         if layer is None:
             raise InputError("Choose a layer to see one of its heads.")
@@ -140,20 +140,20 @@ def _matrix(expl: Explanation, layer: int | None, head: int | None) -> tuple[np.
     return np.asarray(expl.matrix, dtype=np.float64), f"Final {expl.method} matrix"
 
 
-def _heads(expl: Explanation, layer: int) -> np.ndarray:
+def _heads(expl: ExplanationData, layer: int) -> np.ndarray:
     if expl.head_attention is None:
         raise InputError("Per-head attention was not kept: explain again with keep_heads=True.")
     _check_layer(expl, layer)
     return np.asarray(expl.head_attention[layer], dtype=np.float64)
 
 
-def _kept(expl: Explanation, specials: str) -> np.ndarray:
+def _kept(expl: ExplanationData, specials: str) -> np.ndarray:
     if specials not in SPECIALS:
         raise InputError(f"specials must be one of {', '.join(SPECIALS)}, not {specials!r}.")
     return np.flatnonzero(~expl.special) if specials == "hide" else np.arange(len(expl.tokens))
 
 
-def _labels(expl: Explanation, specials: str) -> list[str]:
+def _labels(expl: ExplanationData, specials: str) -> list[str]:
     """Category labels of the kept positions; a repeated token gets " (2)", " (3)"... so that each
     position keeps its own row and column (Plotly merges equal categories)."""
     seen: dict[str, int] = {}
@@ -166,7 +166,7 @@ def _labels(expl: Explanation, specials: str) -> list[str]:
 
 
 def _cells(
-    expl: Explanation, values: np.ndarray, specials: str, zmax: float | None, colorscale: str,
+    expl: ExplanationData, values: np.ndarray, specials: str, zmax: float | None, colorscale: str,
     *, coloraxis: str | None, name: str,
 ) -> list[go.Heatmap]:
     """The main heatmap trace (on the colour scale) and, for "grey", one grey trace of the special cells."""
@@ -184,7 +184,8 @@ def _cells(
     traces = [go.Heatmap(z=on_scale, hovertemplate=hover, name=name, hoverongaps=False, **where, **axis)]
     if grey_mask.any():
         traces.append(go.Heatmap(
-            z=np.where(grey_mask, sub, np.nan).astype(np.float32), colorscale=_GREY_SCALE, showscale=False, hoverongaps=False,
+            z=np.where(grey_mask, sub, np.nan).astype(np.float32), colorscale=_GREY_SCALE, showscale=False,
+            hoverongaps=False,
             name=f"{name} (special)", hovertemplate=f"{pair}: %{{z:{HOVER_FORMAT}}}<extra>special token (grey)</extra>",
             **where,
         ))

@@ -1,10 +1,10 @@
 """One explanation as a self-contained HTML page: the app's layer explorer without a server.
 
 The page carries every slider position (as numbers, from `layer_views`), the explorer's own JS and CSS (the very
-files the dashboard mounts, layer_colours.js, layer_explorer.js/.css beside this module) and, when it has figures, plotly.js inlined
-from the installed plotly package: it works offline, opened by double-click. All user text reaches the page
-escaped: the explorer draws token texts as text nodes, the title is escaped here, and the JSON data cannot close
-its script element (every "<" is written as \\u003c).
+files the dashboard mounts, layer_colours.js, layer_explorer.js/.css beside this module) and, when it has figures,
+plotly.js inlined from the installed plotly package: it works offline, opened by double-click. All user text
+reaches the page escaped: the explorer draws token texts as text nodes, the title is escaped here, and the JSON
+data cannot close its script element (every "<" is written as \\u003c).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures import layer_views
 from rollout_core.figures._common import one_map, raw_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData
@@ -65,7 +65,7 @@ def script_json(value: Any) -> str:
     return text.replace("<", "\\u003c").replace("\u2028", "\\u2028").replace("\u2029", "\\u2029")
 
 
-def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention: bool = False,
+def explorer_data(expl: ExplanationData, *, layer: int | None = None, raw_attention: bool = False,
                   figures: bool = True, colormap: str = DEFAULT_COLORMAP,
                   opacity: float = DEFAULT_OPACITY) -> ExplorerData:
     """The explorer's `data` for `expl`, starting at layer index `layer` (None: the last layer) in the given
@@ -84,7 +84,7 @@ def explorer_data(expl: Explanation, *, layer: int | None = None, raw_attention:
             "plotly_url": "inline" if figures else "", "controls": controls, "identity": "", "url": None}
 
 
-def _heading(expl: Explanation) -> tuple[str, str]:
+def _heading(expl: ExplanationData) -> tuple[str, str]:
     """(title, escaped one-line description) of the page."""
     title = f"{expl.method} · {expl.model_name}"
     facts = [f"explained: {expl.target_description}"]
@@ -95,7 +95,7 @@ def _heading(expl: Explanation) -> tuple[str, str]:
     return title, html.escape(" · ".join(facts))
 
 
-def standalone_html(expl: Explanation, *, figures: bool = True, **view: Any) -> str:
+def standalone_html(expl: ExplanationData, *, figures: bool = True, **view: Any) -> str:
     """The whole page as one string (see the module docstring); `view` as in `explorer_data`."""
     data = explorer_data(expl, figures=figures, **view)
     title, meta = _heading(expl)
@@ -112,7 +112,7 @@ def standalone_html(expl: Explanation, *, figures: bool = True, **view: Any) -> 
     )
 
 
-def notebook_html(expl: Explanation) -> str:
+def notebook_html(expl: ExplanationData) -> str:
     """What a notebook shows for `expl`: the standalone page in an iframe (its own scripts and styles, so it
     neither needs nor disturbs the notebook's). Text without the bar charts, so no plotly.js (small); images
     with the overlay and patch grid, plotly.js inlined."""
@@ -121,7 +121,7 @@ def notebook_html(expl: Explanation) -> str:
             'style="width:100%;height:32rem;border:0" title="rollout explanation"></iframe>')
 
 
-def show(expl: Explanation, path: str | os.PathLike[str] | None = None, *, open_browser: bool = True,
+def show(expl: ExplanationData, path: str | os.PathLike[str] | None = None, *, open_browser: bool = True,
          **view: Any) -> Path:
     """Write the standalone page (to `path`, default a new file in the temp folder) and open it in the web
     browser; return the file's path."""

@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from rollout_core.compare import token_spans, word_scores
-from rollout_core.explanation import Explanation
+from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     HOVER_FORMAT,
     SCORE_SCALE,
@@ -52,7 +52,7 @@ def code_runs(text: str) -> list[str]:
     return runs
 
 
-def highlight_pieces(expl: Explanation) -> list[list[int | str]]:
+def highlight_pieces(expl: ExplanationData) -> list[list[int | str]]:
     """The token highlight's text as the explorer's pieces ([unit, *code_runs], explorer_payload.Piece), the same
     text `token_highlight_html` draws (tokens only, special tokens left out): unit k is display position k (its
     value is `display_scores()[k]`), -1 is text between tokens."""
@@ -85,7 +85,7 @@ def _attr(text: str) -> str:
 
 
 def token_highlight_html(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -141,7 +141,8 @@ def token_highlight_html(
         parts.append(escape_visible(text[cursor:]))
     caption = escape_visible(view_title(expl, layer, raw_attention))
     return (
-        f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
+        f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" '
+        f'style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
         + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")
     )
 
@@ -157,7 +158,7 @@ def legend_html(zmin: float, zmax: float, colorscale: str = SCORE_SCALE, *, capt
 
 
 def score_bar(
-    expl: Explanation,
+    expl: ExplanationData,
     *,
     layer: int | None = None,
     raw_attention: bool = False,
@@ -195,7 +196,7 @@ def score_bar(
     return fig
 
 
-def _segments(expl: Explanation, scores: np.ndarray, level: str) -> list[tuple[str, int, int, str, float]]:
+def _segments(expl: ExplanationData, scores: np.ndarray, level: str) -> list[tuple[str, int, int, str, float]]:
     """(kind, start, end, label, value) in reading order: "special" (raw score) and "token"/"word" pieces."""
     if level == "word":
         words = [("word", s, e, w, v) for w, s, e, v in word_scores(expl, scores)]

@@ -26,9 +26,8 @@ import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from rollout_core.errors import InputError, SecurityError
-from rollout_core.settings_env import env_number
+from rollout_core import settings
 
-DEFAULT_MAX_PIXELS = 40_000_000
 """Refuse images declaring more pixels than this unless env `ROLLOUT_MAX_IMAGE_PIXELS` says otherwise."""
 ACCEPTED_FORMATS = ("PNG", "JPEG", "WEBP", "BMP", "GIF")
 """The only decoders PIL may use on user data."""
@@ -44,8 +43,8 @@ _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, TypeEr
 
 
 def max_image_pixels() -> int:
-    """The pixel budget: env ROLLOUT_MAX_IMAGE_PIXELS (e.g. 40e6), default `DEFAULT_MAX_PIXELS`."""
-    return int(env_number("ROLLOUT_MAX_IMAGE_PIXELS", DEFAULT_MAX_PIXELS, integer=True, minimum=1))
+    """The pixel budget: env ROLLOUT_MAX_IMAGE_PIXELS (e.g. 40e6; default in `rollout_core.settings`)."""
+    return int(settings.number("ROLLOUT_MAX_IMAGE_PIXELS"))
 
 
 def load_image(source: ImageSource, *, max_pixels: int | None = None, max_side: int = 4096) -> Image.Image:

@@ -35,18 +35,16 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rollout_core import capture
+from rollout_core import capture, settings
 from rollout_core.errors import InputError, UnsupportedModelError
 from rollout_core.lowmem.accumulator import ACTIVE, Accumulator
 from rollout_core.lowmem.paths import STREAM_IMPLEMENTATION, attention_hooks, streaming_implementation
 from rollout_core.lowmem.paths import uses_attention_interface
 from rollout_core.maths.rollout import layer_range
-from rollout_core.settings_env import env_number
 
-__all__ = ["DEFAULT_MEMORY_BUDGET_MB", "STREAM_IMPLEMENTATION", "Streamed", "estimate_full_capture_bytes",
+__all__ = ["STREAM_IMPLEMENTATION", "Streamed", "estimate_full_capture_bytes",
            "estimate_streaming_bytes", "memory_budget_bytes", "streaming_rollout", "uses_attention_interface"]
 
-DEFAULT_MEMORY_BUDGET_MB = 2048
 """Budget for the attentions the plain path keeps, when ROLLOUT_MEMORY_BUDGET_MB is not set."""
 
 
@@ -82,7 +80,7 @@ def estimate_streaming_bytes(n: int, batch: int = 1) -> int:
 
 def memory_budget_bytes() -> int:
     """Budget above which the explain pipeline switches to streaming: env ROLLOUT_MEMORY_BUDGET_MB (MiB)."""
-    megabytes = env_number("ROLLOUT_MEMORY_BUDGET_MB", DEFAULT_MEMORY_BUDGET_MB, minimum=0.0, inclusive=False)
+    megabytes = settings.number("ROLLOUT_MEMORY_BUDGET_MB")
     return max(1, int(megabytes * 2**20))
 
 
@@ -123,7 +121,8 @@ def streaming_rollout(
     padding = padding if isinstance(padding, torch.Tensor) and padding.dim() == 2 else None
     if row_only is None:
         ids = batch.get("input_ids")
-        row_only = isinstance(ids, torch.Tensor) and estimate_streaming_bytes(ids.shape[-1], ids.shape[0]) > memory_budget_bytes()
+        row_only = isinstance(ids, torch.Tensor) \
+            and estimate_streaming_bytes(ids.shape[-1], ids.shape[0]) > memory_budget_bytes()
     if row_only and (rows is None or float(discard_ratio) > 0):
         raise InputError("the row-only low-memory capture (inputs too long for the full matrix) needs the explained "
                          "rows and discard_ratio 0 (discarding ranks a whole layer at once)")
@@ -142,7 +141,8 @@ def streaming_rollout(
         spill_dtype=spill_dtype,
     )
     path = "interface" if uses_attention_interface(model) else "hooks"
-    runner = functools.partial(streaming_implementation, compact_mask=bool(row_only)) if path == "interface" else attention_hooks
+    runner = (functools.partial(streaming_implementation, compact_mask=bool(row_only)) if path == "interface"
+              else attention_hooks)
     token = ACTIVE.set(accumulator)
     try:
         with torch.no_grad(), runner(model):
@@ -155,7 +155,8 @@ def streaming_rollout(
     spill = accumulator.spill
     return Streamed(
         outputs=outputs, logits=getattr(outputs, "logits", None), matrix=accumulator.rollout,
-        layer_rows=torch.stack(accumulator.layer_rows), layer_attention_rows=torch.stack(accumulator.layer_attention_rows),
+        layer_rows=torch.stack(accumulator.layer_rows),
+        layer_attention_rows=torch.stack(accumulator.layer_attention_rows),
         rows=accumulator.rows, path=path, sdpa_layers=accumulator.sdpa_layers,
         spill=None if spill is None else {"dtype": str(spill.dtype).removeprefix("torch."), "bytes": spill.nbytes},
     )

@@ -85,8 +85,10 @@ class Accumulator:
         for index, row in enumerate(self.rows):
             if first_row <= row < first_row + k:
                 self._raw[:, index] = block[:, row - first_row]
-        real = None if self.padding_mask is None else real_token_mask(self.padding_mask, batch, n, block.device, block.dtype)
-        step = residual_normalise_(clean_rows(block, real, first_row, block.dtype), first_row, self.residual_weight, real)
+        real = None if self.padding_mask is None else real_token_mask(self.padding_mask, batch, n, block.device,
+                                                                       block.dtype)
+        step = residual_normalise_(clean_rows(block, real, first_row, block.dtype), first_row, self.residual_weight,
+                                   real)
         self.spill.write(len(self.layer_attention_rows), first_row, step)
 
     def end_layer(self) -> None:
@@ -97,7 +99,8 @@ class Accumulator:
     def finish(self) -> None:
         """Row-only mode, after the forward: the explained rows of every layer, from the files."""
         if self.spill is not None:
-            weights = torch.zeros(self.spill.batch, len(self.rows), self.spill.n, device=self.layer_attention_rows[0].device)
+            weights = torch.zeros(self.spill.batch, len(self.rows), self.spill.n,
+                                  device=self.layer_attention_rows[0].device)
             weights[:, torch.arange(len(self.rows)), torch.tensor(self.rows)] = 1.0
             self.layer_rows = list(self.spill.explained_rows(weights).unbind(0))
 

@@ -75,7 +75,8 @@ def streaming_implementation(model: torch.nn.Module, compact_mask: bool = False)
         registered = STREAM_IMPLEMENTATION not in AttentionInterface._global_mapping
         AttentionInterface._global_mapping[STREAM_IMPLEMENTATION] = stream_attention
         AttentionMaskInterface._global_mapping[STREAM_IMPLEMENTATION] = _mask_function(compact_mask)
-        configs = {id(m.config): m.config for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)}
+        configs = {id(m.config): m.config for m in model.modules()
+                   if isinstance(getattr(m, "config", None), PretrainedConfig)}
         saved = {key: cfg._attn_implementation_internal for key, cfg in configs.items()}
         try:
             for cfg in configs.values():

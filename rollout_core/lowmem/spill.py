@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.settings_env import env_folder
+from rollout_core import settings
 
 SPILL_DIR_ENV = "ROLLOUT_SPILL_DIR"
 """Folder for the temporary layer files (default: the system temporary folder)."""
@@ -46,7 +46,7 @@ class Spill:
     def create(cls, batch: int, n: int, count: int, dtype: torch.dtype | None = None) -> "Spill":
         """A new folder under ROLLOUT_SPILL_DIR; float32 when it takes at most half the free disk (None),
         else float16. Too little disk for float16 is an error that says how much is needed."""
-        parent = env_folder(SPILL_DIR_ENV) or Path(tempfile.gettempdir())
+        parent = settings.folder(SPILL_DIR_ENV) or Path(tempfile.gettempdir())
         parent.mkdir(parents=True, exist_ok=True)
         free = shutil.disk_usage(parent).free - DISK_MARGIN
         entries = count * batch * n * n

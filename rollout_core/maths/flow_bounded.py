@@ -4,9 +4,9 @@ Pruning by mass: each row of every Ã keeps the smallest set of its largest edge
 (1 - eps) of the row's mass; the rest is dropped. Max flow is then solved on the pruned graph G'.
 
 Bound (a posteriori, sound): let f' be the pruned max flow and (S, T) the min cut the solver leaves (a trivial
-cut it saturated, or the nodes its last search reaches in the residual graph of G', maths.maxflow). In the full graph G the same cut has capacity
-f' + d, d = the capacity of the pruned edges from S to T, and every cut bounds the max flow, so
-f' <= f <= f' + d. Per output row with raw values v'_j, bounds d_j, S' = sum v'_j, D = sum d_j, the
+cut it saturated, or the nodes its last search reaches in the residual graph of G', maths.maxflow). In the full
+graph G the same cut has capacity f' + d, d = the capacity of the pruned edges from S to T, and every cut bounds
+the max flow, so f' <= f <= f' + d. Per output row with raw values v'_j, bounds d_j, S' = sum v'_j, D = sum d_j, the
 normalised values v_j / S lie in [v'_j / (S' + D), (v'_j + d_j) / S'], so
 |v_j/S - v'_j/S'| <= max(d_j / S', v'_j * D / (S' (S' + D))). That maximum over the row is the reported bound
 (up to the 2^-40 integer rounding of maths.flow). d_j is summed layer by layer as (1 - s_l)ᵀ R_l s_(l-1),
@@ -27,7 +27,8 @@ from rollout_core.maths.rollout import Attentions
 # Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 2
 # (bench_flow_row.py, 2026-12-04 05:10 UTC): 0.9e-8 on default-text's real attention (128 tokens; 0.5e-8 at 512),
 # 0.3e-8 on synthetic 128-token text, 0.2e-8 on diffuse 197 x 12 (every solve there stops at a trivial cut,
-# maths.maxflow) and on default-image's exact pooled row: there the estimate runs high. The first flow of a process adds ~1 s (numba loads its kernel).
+# maths.maxflow) and on default-image's exact pooled row: there the estimate runs high. The first flow of a process
+# adds ~1 s (numba loads its kernel).
 SECONDS_PER_EDGE = 1.0e-8
 DEFAULT_EPS = 0.2
 """Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 2.5x faster than exact with a

@@ -28,7 +28,8 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
     """Validate attentions and return them as a list of L (B, H, n, n) tensors, without copying."""
     if isinstance(attentions, torch.Tensor):
         if attentions.dim() != 5:
-            raise InputError(f"attentions tensor must be (layers, batch, heads, n, n), got shape {tuple(attentions.shape)}")
+            raise InputError("attentions tensor must be (layers, batch, heads, n, n), got shape "
+                             f"{tuple(attentions.shape)}")
         layers = list(attentions.unbind(0))
     else:
         layers = list(attentions)
@@ -61,7 +62,8 @@ def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> ran
     return selected
 
 
-def real_token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+def real_token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, device: torch.device,
+                    dtype: torch.dtype) -> torch.Tensor:
     """(B, n) float mask of real tokens (all ones when no mask is given)."""
     if attention_mask is None:
         return torch.ones(batch, n, device=device, dtype=dtype)
@@ -159,7 +161,8 @@ def _augmented_layers(
         keep = ~drop_columns[list(layers)].to(device=fused.device, dtype=torch.bool)
         fused = fused * keep[:, :, None, :].to(dtype)
     count, batch, n, _ = fused.shape
-    mask = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype).repeat(count, 1)
+    mask = (None if attention_mask is None
+            else real_token_mask(attention_mask, batch, n, fused.device, dtype).repeat(count, 1))
     augmented = augment_layer(
         fused.view(count * batch, n, n),
         residual_weight=residual_weight,
@@ -202,7 +205,8 @@ def attention_rollout(
     return rollout
 
 
-def row_weights(rows: int | Sequence[int] | torch.Tensor, batch: int, n: int, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+def row_weights(rows: int | Sequence[int] | torch.Tensor, batch: int, n: int, device: torch.device,
+                dtype: torch.dtype) -> torch.Tensor:
     """Explained rows as weight vectors (B, k, n): ints become one-hot rows; a (B, k, n) or (k, n) tensor
     of weights (e.g. uniform over pooled tokens for a mean-pooled encoder) is used as given."""
     if isinstance(rows, torch.Tensor) and rows.is_floating_point():
@@ -272,6 +276,7 @@ def layer_attention(
     fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])
     _, batch, n, _ = fused.shape
     real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    fused = torch.nan_to_num(fused, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0) * (real[:, :, None] * real[:, None, :])
+    fused = torch.nan_to_num(fused, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0) \
+        * (real[:, :, None] * real[:, None, :])
     sums = fused.sum(dim=-1, keepdim=True)
     return torch.where(sums > 0, fused / sums.clamp_min(torch.finfo(dtype).tiny), fused)

@@ -79,7 +79,8 @@ def find_sinks(
         sinks[..., [int(p) % n for p in exclude]] = False
     if value_norms is not None:
         if tuple(value_norms.shape) != tuple(over.shape):
-            raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, got {tuple(value_norms.shape)}")
+            raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, "
+                             f"got {tuple(value_norms.shape)}")
         norms = value_norms.to(device=over.device, dtype=over.dtype)
         real = real_token_mask(attention_mask, over.shape[1], over.shape[2], over.device, torch.bool).bool()
         masked = norms.masked_fill(~real[None], float("nan"))

@@ -1,4 +1,5 @@
-"""ALTI rollout (Ferrando et al. 2022): each layer's token contributions, residual and layer norm included, rolled out."""
+"""ALTI rollout (Ferrando et al. 2022): each layer's token contributions, residual and layer norm included, rolled
+out."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

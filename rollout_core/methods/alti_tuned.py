@@ -20,6 +20,7 @@ from rollout_core.methods._rows import contribution_rollout, layer_recorder
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
 
 if TYPE_CHECKING:
+    from rollout_core.errors import InputError
     from rollout_core.models.handle import ModelHandle
 
 

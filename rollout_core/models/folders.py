@@ -19,6 +19,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from rollout_core import settings
 from rollout_core.errors import ModelLoadError, SecurityError
 from rollout_core.extras import install_command
 from rollout_core.models import registry
@@ -53,7 +54,7 @@ class Resolved:
 
 def allowed_roots() -> list[Path]:
     """Roots local model folders must lie under (env ROLLOUT_ALLOWED_MODEL_ROOTS); [] = anywhere."""
-    raw = os.environ.get("ROLLOUT_ALLOWED_MODEL_ROOTS", "")
+    raw = settings.text("ROLLOUT_ALLOWED_MODEL_ROOTS")  # leniently here; check_settings refuses a missing root
     return [Path(p).expanduser().resolve() for p in raw.split(os.pathsep) if p.strip()]
 
 

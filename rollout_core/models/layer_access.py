@@ -101,7 +101,8 @@ def _first_input(args: tuple, kwargs: dict[str, Any]) -> torch.Tensor:
 
 @contextmanager
 def recording(model: nn.Module, purpose: str = "This method") -> Iterator[Recorded]:
-    """Hooks recording, during any forward pass of this thread inside the block, the states the contribution measures need."""
+    """Hooks recording, during any forward pass of this thread inside the block, the states the contribution
+    measures need."""
     rec = Recorded(layer_access(model, purpose))
     handles = []
     for acc in rec.layers:

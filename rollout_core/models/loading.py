@@ -4,8 +4,8 @@ Rules (the same for the Python API, the CLI and the pages), each kept where it i
 - which folder a name means, the allowed roots, pickle weights and custom code: `folders`;
 - building the model (eager attention, size checks, processor): `build`;
 - handles are kept in a least-recently-used cache (`rollout_core.lru.LRUCache`) of env `ROLLOUT_MODEL_CACHE_SIZE`
-  entries (default 3); two threads asking for the same model at once load it once. The security checks run on every call,
-  also for cached models.
+  entries (default 3); two threads asking for the same model at once load it once. The security checks run on every
+  call, also for cached models.
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from pathlib import Path
 
 import torch
 
+from rollout_core import settings
 from rollout_core.errors import ModelLoadError
 from rollout_core.lru import LRUCache
 from rollout_core.models import families
@@ -22,13 +23,11 @@ from rollout_core.models.build import TRANSFORMERS_LOCK, device_for, infer_task,
 from rollout_core.models.folders import (NO_NETWORK, PICKLE_SUFFIXES, PickleWeightsWarning, allowed_roots,
                                          check_folder, resolve)
 from rollout_core.models.handle import ModelHandle
-from rollout_core.settings_env import env_number
 
 __all__ = ["NO_NETWORK", "PICKLE_SUFFIXES", "PickleWeightsWarning", "TASKS", "allowed_roots", "cache_size",
            "cached_names", "clear_cache", "infer_task", "load_model"]
 
 TASKS = tuple(families.TASK_MODALITY)
-DEFAULT_CACHE_SIZE = 3
 MAX_NAME_LENGTH = 255
 
 
@@ -96,7 +95,7 @@ def clear_cache() -> None:
 
 def cache_size() -> int:
     """Capacity of the handle cache: env ROLLOUT_MODEL_CACHE_SIZE (default 3, at least 1)."""
-    return int(env_number("ROLLOUT_MODEL_CACHE_SIZE", DEFAULT_CACHE_SIZE, integer=True, minimum=1))
+    return int(settings.number("ROLLOUT_MODEL_CACHE_SIZE"))
 
 
 _CACHE = LRUCache(max_items=cache_size)

@@ -13,9 +13,8 @@ from typing import Any
 import torch
 
 from rollout_core.errors import ModelLoadError, SecurityError
-from rollout_core.settings_env import env_number
+from rollout_core import settings
 
-DEFAULT_MAX_PARAMS = 2_000_000_000
 MAX_LAYERS = 512
 """More layers than this is refused from the config alone (building even empty modules for them takes minutes)."""
 _TOLERATED_MISSING = re.compile(r"(^|\.)(pooler|mask_token|position_ids|position_embeddings\.position_ids)(\.|$)")
@@ -25,7 +24,7 @@ mask token (only used for masked training), buffers."""
 
 def max_params() -> int:
     """The largest parameter count a model may declare: env ROLLOUT_MAX_MODEL_PARAMS (default 2e9)."""
-    return int(env_number("ROLLOUT_MAX_MODEL_PARAMS", DEFAULT_MAX_PARAMS, integer=True, minimum=1))
+    return int(settings.number("ROLLOUT_MAX_MODEL_PARAMS"))
 
 
 def declared_params(cls: Any, config: Any, folder: Path | None = None) -> int:

@@ -33,7 +33,8 @@ class ValueNorms:
 
 @contextmanager
 def record_value_norms(model: torch.nn.Module) -> Iterator[ValueNorms]:
-    """Within the block, every forward of `model` on this thread records per-token value norms (only the last forward is kept)."""
+    """Within the block, every forward of `model` on this thread records per-token value norms (only the last
+    forward is kept)."""
     result = ValueNorms()
     layers = layer_access(model) if supports(model) else []
     result.supported = bool(layers)

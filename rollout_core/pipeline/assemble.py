@@ -32,7 +32,8 @@ def text_explanation(
     words = [i for i, s in zip(enc.input_ids, enc.special) if not s]
     warnings = text_notes(len(words), sum(unk is not None and i == unk for i in words),
                           unknown_token=str(getattr(handle.processor, "unk_token", None) or "unknown"),
-                          label=None if top is None else top.label, probability=None if top is None else top.probability,
+                          label=None if top is None else top.label,
+                          probability=None if top is None else top.probability,
                           truncation=enc.truncation, text=enc.text, **model_limits(handle.model.config))
     return Explanation(
         kind="text", method=opts.method, model_name=handle.name, tokens=list(enc.tokens),

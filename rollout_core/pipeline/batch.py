@@ -9,7 +9,7 @@ import numpy as np
 import torch
 
 from rollout_core import capture, lowmem, methods
-from rollout_core.explanation import Prediction
+from rollout_core.explanation_data import Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
 from rollout_core.models import families

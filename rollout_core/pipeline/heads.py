@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.explanation import Prediction
+from rollout_core.explanation_data import Prediction
 from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch, pad_token_id
 from rollout_core.models.handle import ModelHandle
 from rollout_core.pipeline import to_device
@@ -66,7 +66,8 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
         return HeadResult(
             predictions=[_top(p, lambda i: labels[i]) for p in probs],
             targets=[labels[i] for i in index],
-            descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "") for i, c in zip(index, chosen)],
+            descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "")
+                          for i, c in zip(index, chosen)],
             score=score,
             classes=torch.tensor(index, device=logits.device),
         )
@@ -97,7 +98,8 @@ def causal_head(tokenizer: Any) -> Head:
         return HeadResult(
             predictions=[_top(p, names) for p in probs],
             targets=positions,
-            descriptions=[f"next token after position {p} (predicted {names(int(i))!r})" for p, i in zip(positions, best)],
+            descriptions=[f"next token after position {p} (predicted {names(int(i))!r})"
+                          for p, i in zip(positions, best)],
             score=logits[rows, best],
             weights=weights,
         )

@@ -16,11 +16,9 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterator
 
+from rollout_core import settings
 from rollout_core.errors import InputError
-from rollout_core.settings_env import env_number
 
-DEFAULT_MAX_SECONDS = 60.0
-DEFAULT_HEAVY_JOBS = 2
 HEAVY_SECONDS = 2.0
 """Requests estimated at this or more take one of the `ROLLOUT_MAX_HEAVY_JOBS` slots."""
 
@@ -31,12 +29,12 @@ class BudgetError(InputError):
 
 def max_seconds() -> float:
     """The largest estimated cost a request may have: env ROLLOUT_MAX_COMPUTE_SECONDS (default 60, above 0)."""
-    return env_number("ROLLOUT_MAX_COMPUTE_SECONDS", DEFAULT_MAX_SECONDS, minimum=0, inclusive=False)
+    return float(settings.number("ROLLOUT_MAX_COMPUTE_SECONDS"))
 
 
 def max_heavy_jobs() -> int:
     """How many heavy computations may run at once: env ROLLOUT_MAX_HEAVY_JOBS (default 2, at least 1)."""
-    return int(env_number("ROLLOUT_MAX_HEAVY_JOBS", DEFAULT_HEAVY_JOBS, integer=True, minimum=1))
+    return int(settings.number("ROLLOUT_MAX_HEAVY_JOBS"))
 
 
 def estimate_seconds(method: str, tokens: int, layers: int, *, image: bool = False, outputs: int = 1,

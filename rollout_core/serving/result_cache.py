@@ -14,18 +14,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from rollout_core import settings_env
+from rollout_core import settings
 from rollout_core.lru import LRUCache, size_of
 from rollout_core.serving import malloc
 
-DEFAULT_CACHE_MB = 2048
 TRIM_BYTES = 32 * 2**20
 
 
 def max_cache_bytes() -> int:
     """The bound of the pages' result cache: env ROLLOUT_RESULT_CACHE_MB (default 2048, above 0) in bytes."""
-    return int(settings_env.env_number("ROLLOUT_RESULT_CACHE_MB", DEFAULT_CACHE_MB, minimum=0, inclusive=False)
-               * 2**20)
+    return int(settings.number("ROLLOUT_RESULT_CACHE_MB") * 2**20)
 
 
 def _trim_after(evicted: int) -> None:

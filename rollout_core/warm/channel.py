@@ -30,6 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from rollout_core import settings
+
 SERVED_COMMANDS = ("text", "image", "models")
 """Commands a server runs. Long jobs (evaluate, corpus, setup) gain nothing from a warm start and stay local."""
 
@@ -61,7 +63,7 @@ class ChannelError(Exception):
 
 def server_dir() -> Path:
     """The folder that holds the socket (see the module docstring); not checked here."""
-    configured = os.environ.get("ROLLOUT_SERVER_DIR", "").strip()
+    configured = settings.text("ROLLOUT_SERVER_DIR")
     if configured:
         return Path(configured).expanduser()
     runtime = os.environ.get("XDG_RUNTIME_DIR", "").strip()

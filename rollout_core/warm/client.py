@@ -2,7 +2,8 @@
 
 `run_remote` returns None whenever the command should run in this process instead: no server, a server that
 is busy past `ACCEPT_WAIT` seconds, one that declines (other code or settings), or one that stopped before printing
-anything (the stdin it was sent is put back for this process). Standard library only.
+anything (the stdin it was sent is put back for this process). Standard library only (and
+`rollout_core.settings`, itself stdlib only).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import socket
 import sys
 from typing import Any, Sequence
 
+from rollout_core import settings
 from rollout_core.warm import channel
 
 ACCEPT_WAIT = 5.0
@@ -21,7 +23,7 @@ ACCEPT_WAIT = 5.0
 
 def connect(timeout: float = ACCEPT_WAIT) -> socket.socket | None:
     """A connection to this user's server, or None when there is none (or its folder is not private)."""
-    if not hasattr(socket, "AF_UNIX") or os.environ.get("ROLLOUT_SERVER", "").strip().lower() == "off":
+    if not hasattr(socket, "AF_UNIX") or not settings.switch("ROLLOUT_SERVER"):
         return None
     folder = channel.server_dir()
     if channel.private_problem(folder) is not None:

@@ -1,8 +1,9 @@
 """The warm server: one process that has imported torch and transformers and keeps models loaded, running the
 CLI's `text`, `image` and `models` commands for clients of the same user, one at a time.
 
-Each command runs through `rollout_core.cli.main` exactly as in a fresh process, in the client's folder, with
-stdout, stderr and stdin carried over the socket; a command that reads stdin asks the client for it. The server
+Each command runs through the command line's entry point, handed in by the CLI's `serve` (`rollout_core.cli.main`;
+the server never imports the CLI), exactly as in a fresh process, in the client's folder, with stdout, stderr and
+stdin carried over the socket; a command that reads stdin asks the client for it. The server
 exits after `idle_seconds` without a command (0: never), on `--stop`, or on SIGTERM / Ctrl-C.
 """
 from __future__ import annotations
@@ -165,13 +166,18 @@ def malformed(hello: Any) -> str | None:
     return None
 
 
+Command = Callable[[list[str]], "int | None"]
+"""The command line's entry point: argv (without the program name) -> exit status."""
+
+
 class _Server:
     """An acceptor thread reads each connection's first frame (within `channel.FIRST_FRAME_WAIT` seconds),
     answers status and stop requests at once (also while a command runs), declines what it must, and queues
     command requests; the main thread runs them one at a time."""
 
-    def __init__(self, listener: socket.socket, path: Path, idle_seconds: float, env: dict[str, str]) -> None:
-        self.listener, self.path, self.idle_seconds = listener, path, idle_seconds
+    def __init__(self, command: Command, listener: socket.socket, path: Path, idle_seconds: float,
+                 env: dict[str, str]) -> None:
+        self.command, self.listener, self.path, self.idle_seconds = command, listener, path, idle_seconds
         self.code, self.env = channel.code_stamp(), env
         self.started, self.served, self.stopping = time.time(), 0, False
         self.running: tuple[str, float] | None = None  # the command being run and since when (time.time())
@@ -272,7 +278,6 @@ class _Server:
         return None
 
     def _run(self, conn: socket.socket, hello: dict[str, Any]) -> int:
-        from rollout_core import cli
         from rollout_core.cancel import cancellable
 
         streams = hello["streams"]
@@ -284,12 +289,12 @@ class _Server:
             sys.stderr = _FrameWriter(conn, channel.STDERR, **streams["stderr"])
             try:
                 with cancellable(lambda: _gone(conn)):  # a client stopped with Ctrl-C frees the server at once
-                    return int(cli.main(list(hello["argv"])) or 0)
+                    return int(self.command(list(hello["argv"])) or 0)
             except SystemExit as stop:
                 return _exit_status(stop)
             except (OSError, channel.ChannelError):
                 raise
-            except Exception as err:  # noqa: BLE001  (cli.main reports its own errors; this is a last guard)
+            except Exception as err:  # noqa: BLE001  (the command reports its own errors; this is a last guard)
                 print(f"error: internal: {type(err).__name__}: {err}", file=sys.stderr)
                 return 1
         finally:
@@ -358,17 +363,17 @@ def _lifetime(idle_seconds: float) -> str:
     return f"exits after {idle_seconds / 60:g} idle minutes" if idle_seconds else "runs until stopped"
 
 
-def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[str], None]) -> None:
-    """Serve until idle for `idle_seconds` (0: never) or stopped; `preload`: models loaded before the first command
-    (None: the embedded default models that are built). `ready` is called with one line once commands are taken."""
+def serve(command: Command, idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[str], None]) -> None:
+    """Run `command` for each client's command line until idle for `idle_seconds` (0: never) or stopped; `preload`:
+    models loaded before the first command (None: the embedded default models that are built). `ready` is called
+    with one line once commands are taken."""
     if not hasattr(socket, "AF_UNIX"):
         raise RolloutError("the warm server needs Unix domain sockets, which this platform lacks")
     env = channel.env_stamp()  # before torch's import sets variables of its own (TORCHINDUCTOR_CACHE_DIR)
     folder = _server_folder()
     lock = _claim(folder)  # held until this process ends: no other server starts here, none unlinks our socket
     path = folder / channel.SOCKET_NAME
-    import rollout_core.cli  # noqa: F401  (the heavy imports happen here, before the first command)
-    import rollout_core.explain  # noqa: F401
+    import rollout_core.explain  # noqa: F401  (the heavy imports happen here, before the first command)
     from rollout_core.models.loading import load_model
     from rollout_core.models.registry import DEFAULTS, is_available, lookup
 
@@ -384,7 +389,7 @@ def serve(idle_seconds: float, preload: Sequence[str] | None, ready: Callable[[s
         os.chmod(path, 0o600)
         ours = os.stat(path).st_ino
         listener.listen(16)
-        server = _Server(listener, path, idle_seconds, env)
+        server = _Server(command, listener, path, idle_seconds, env)
         signal.signal(signal.SIGTERM, _terminate)
         ready(f"serving on {path} (pid {os.getpid()}); {_lifetime(idle_seconds)}")
         server.loop()

@@ -41,7 +41,8 @@ def runs(tiny_handle, tmp_path_factory) -> Path:
 
 def test_report_opens_offline_without_errors(offline_tab: Any, runs: Path, tmp_path: Path) -> None:
     report = tmp_path / "report.html"
-    report.write_text(report_html(compare_runs(runs / "a-rollout", runs / "b-attention", examples=40)), encoding="utf-8")
+    compared = compare_runs(runs / "a-rollout", runs / "b-attention", examples=40)
+    report.write_text(report_html(compared), encoding="utf-8")
     tab = offline_tab.tab
     tab.goto(report.as_uri())
     tab.wait_for_selector("#fig-spearman .main-svg", timeout=WAIT)

@@ -1,11 +1,13 @@
 """End to end in headless chromium: the real app, typed text, uploads, the layer slider, two sessions at once.
 
-Also writes the README's screenshots (docs/screenshots/*.png) and the slider re-render timing
-(docs/screenshots/slider_timing.json; printed too: run with -s to see it).
+Also takes the README's screenshots (*.png) and measures the slider re-render timing (slider_timing.json; printed
+too: run with -s to see it). They are written to docs/screenshots only when asked (`WRITE_SCREENSHOTS=1`), so an
+ordinary test run leaves the tracked files alone; otherwise to a temporary folder.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -20,7 +22,7 @@ from browser_harness import SLIDER as LAYER, time_slider_moves, timing_summary  
 
 pytestmark = pytest.mark.browser
 
-SHOTS = ROOT / "docs" / "screenshots"
+SCREENSHOTS = ROOT / "docs" / "screenshots"
 LOAD = 120_000  # ms: first visit loads a model in a cold process on a busy machine
 STEP = 30_000
 MARKUP = "<img src=x onerror=alert(1)> The waiter was rude."
@@ -61,15 +63,25 @@ def _highlight_text(tab: Any) -> str:
     return tab.locator(".token-highlight").first.inner_text()
 
 
-def _shot(tab: Any, name: str) -> None:
-    SHOTS.mkdir(parents=True, exist_ok=True)
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where screenshots and the slider timing go: docs/screenshots with WRITE_SCREENSHOTS=1, else a temporary
+    folder (taken all the same, so the screenshot path stays tested)."""
+    if os.environ.get("WRITE_SCREENSHOTS") == "1":
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        return SCREENSHOTS
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def _shot(tab: Any, path: Path) -> None:
     tab.set_viewport_size({"width": 1400, "height": 1700})  # Streamlit scrolls inside the page: show more of it
     _idle(tab)
     tab.wait_for_timeout(800)  # let Plotly finish its transitions
-    tab.screenshot(path=str(SHOTS / name), full_page=True)
+    tab.screenshot(path=str(path), full_page=True)
+    assert path.stat().st_size > 0
 
 
-def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: Any) -> None:
+def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: Any, shots: Path) -> None:
     model = _model("default-text", "minilm")
     # rollout named in the link: the titles checked below are raw attention's (a measured default such as ALTI
     # shows its own per-layer contributions)
@@ -90,17 +102,17 @@ def test_text_page_explains_typed_text_and_escapes_markup(app_url: str, page: An
     page.wait_for_function("() => !document.querySelector('.token-highlight')?.innerText.includes('alert')",
                            timeout=LOAD)
     _first_screen_shot(page, f"{app_url}/text?model={model}&text=The+food+was+cold+and+the+waiter+was+rude.",
-                       ".token-highlight", "text.png")
+                       ".token-highlight", shots / "text.png")
 
 
-def _first_screen_shot(tab: Any, url: str, selector: str, name: str) -> None:
+def _first_screen_shot(tab: Any, url: str, selector: str, path: Path) -> None:
     """The README's screenshot: what a user sees first, with the model's default method (no method in the link)."""
     tab.goto(url, timeout=LOAD)
     tab.wait_for_selector(selector, state="attached", timeout=LOAD)
-    _shot(tab, name)
+    _shot(tab, path)
 
 
-def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
+def test_layer_slider_rerenders_quickly(app_url: str, page: Any, shots: Path) -> None:
     model = _model("default-text", "minilm")
     # rollout named in the link: the titles checked below are raw attention's (a measured default such as ALTI
     # shows its own per-layer contributions)
@@ -121,15 +133,15 @@ def test_layer_slider_rerenders_quickly(app_url: str, page: Any) -> None:
                            "t.textContent.startsWith('raw attention of layer 1 of '))", timeout=STEP)
     result = {"model": model, **timing_summary(times),
               "measured": "key press on the layer slider -> token highlight and bar chart show the new layer",
-              "views": "all layers sent with the page, switched in the browser (rollout_core/figures/layer_explorer.js); "
-                       "ours vs a server round trip per move: benchmarks/bench_slider.py"}
-    SHOTS.mkdir(parents=True, exist_ok=True)
-    (SHOTS / "slider_timing.json").write_text(json.dumps(result, indent=2) + "\n")
+              "views": "all layers sent with the page, switched in the browser "
+                       "(rollout_core/figures/layer_explorer.js); ours vs a server round trip per move: "
+                       "benchmarks/bench_slider.py"}
+    (shots / "slider_timing.json").write_text(json.dumps(result, indent=2) + "\n")
     print(f"\nslider re-render over {MOVES} moves on {model}: median {result['median_ms']} ms, "
           f"p95 {result['p95_ms']} ms, max {result['max_ms']} ms")
 
 
-def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -> None:
+def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path, shots: Path) -> None:
     from PIL import Image
 
     model = _model("default-image", "dinov2-small")
@@ -187,10 +199,10 @@ def test_image_page_upload_and_slider(app_url: str, page: Any, tmp_path: Path) -
     opacity.press("ArrowRight")
     page.wait_for_function(f"() => ({overlay_opacity})()[0] === 0.45", timeout=STEP)
     assert page.evaluate(overlay_scale) == viridis and "#440154" in viridis  # viridis starts at #440154
-    _first_screen_shot(page, f"{app_url}/image?model={model}&example=shapes-star", ".image-view", "image.png")
+    _first_screen_shot(page, f"{app_url}/image?model={model}&example=shapes-star", ".image-view", shots / "image.png")
 
 
-def test_compare_page(app_url: str, page: Any) -> None:
+def test_compare_page(app_url: str, page: Any, shots: Path) -> None:
     model = _model("default-text", "minilm")
     # rollout beside raw attention named in the link (the picker starts on the measured default beside rollout)
     page.goto(f"{app_url}/compare?model={model}&method=rollout&b_method=attention"
@@ -207,15 +219,15 @@ def test_compare_page(app_url: str, page: Any) -> None:
     slider.press("End")
     page.wait_for_selector(f".agreement[data-view='layer-{slider.get_attribute('max')}-cum']", state="attached",
                            timeout=STEP)
-    _shot(page, "compare.png")
+    _shot(page, shots / "compare.png")
 
 
-def test_evaluate_page(app_url: str, page: Any) -> None:
+def test_evaluate_page(app_url: str, page: Any, shots: Path) -> None:
     model = _model("default-text")
     page.goto(f"{app_url}/evaluate?model={model}&methods=rollout", timeout=LOAD)
     page.get_by_role("button", name="Evaluate this input").click()
     page.get_by_test_id("stDataFrame").first.wait_for(timeout=LOAD)
-    _shot(page, "evaluate.png")
+    _shot(page, shots / "evaluate.png")
 
 
 def test_evaluate_stop_keeps_the_examples_done(app_url: str, page: Any) -> None:
@@ -244,7 +256,7 @@ def test_two_sessions_at_once_stay_separate(app_url: str, browser: Any) -> None:
         for tab, (model, text) in zip(tabs, runs):  # start both before waiting for either
             tab.goto(f"{app_url}/text?model={model}&text={text.replace(' ', '+')}", wait_until="commit",
                      timeout=LOAD)
-        for tab, (model, text) in zip(tabs, runs):
+        for tab, (_, text) in zip(tabs, runs):
             tab.wait_for_function("w => document.querySelector('.token-highlight')?.innerText.includes(w)",
                                   arg=text.split()[1].lower(), timeout=LOAD)
             _idle(tab)

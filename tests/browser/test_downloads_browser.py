@@ -74,9 +74,11 @@ def test_text_bar_chart_png_is_the_layer_on_screen(app_url: str, page: Any) -> N
     page.wait_for_selector(".token-highlight", state="attached", timeout=LOAD)
     _idle(page)
     name, csv = _download(page, "Scores (CSV)")
+    from rollout_core import methods
     from rollout_core.models.measured import default_method
 
-    assert name == f"{default_method(model)}_default-text_the-food-was.csv" and csv  # the measured default method
+    # the measured default method names the file
+    assert name == f"{default_method(model, methods.names())}_default-text_the-food-was.csv" and csv
     _, last = _download(page, "Bar chart (PNG)")
     _move(page, "Home", "layer-1-cum")
     _, first = _download(page, "Bar chart (PNG)")

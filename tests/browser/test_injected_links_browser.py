@@ -29,7 +29,8 @@ def _queries(field: str, payload: str, tiny_model_dir: Callable[[str], Path]) ->
 
 
 @pytest.mark.parametrize("kind", sorted(PAYLOADS))
-@pytest.mark.parametrize("field", ["target", "model"])  # labels: the tiny model never shows them (the AppTest sweep covers labels)
+# labels: the tiny model never shows them (the AppTest sweep covers labels)
+@pytest.mark.parametrize("field", ["target", "model"])
 def test_a_link_s_markdown_makes_no_anchor_and_no_request(field: str, kind: str, app_url: str, browser: Any,
                                                          tiny_model_dir: Callable[[str], Path]) -> None:
     context = browser.new_context(viewport={"width": 1400, "height": 1000})

@@ -2,9 +2,10 @@
 
 `python -m rollout_core evaluate --model <registry name> ... --record` writes `<model>.json` in this folder
 (`record`): per method the mean pointing game, deletion AUC, insertion AUC and mass share, the random baseline,
-the data set, the number of examples, the command and the date. `default_method(model)` reads that file and
-picks the method best on pointing game, then on deletion AUC (lower is better), among the methods registered
-now; a model without a file (or without any registered method in it) falls back to `FALLBACK`.
+the data set, the number of examples, the command and the date. `default_method(model, registered)` reads that
+file and picks the method best on pointing game, then on deletion AUC (lower is better), among the methods the
+caller names (the registered ones: `rollout_core.methods.names()`, passed in, since the records sit below the method
+registry); a model without a file (or without any of those methods in it) falls back to `FALLBACK`.
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import json
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 MEASURED_DIR = Path(__file__).resolve().parent
 """Where the records live (read at call time, so tests can point it elsewhere)."""
@@ -71,12 +72,10 @@ def ranking(data: dict[str, Any], allowed: tuple[str, ...] | None = None) -> lis
     return [m for m, _ in sorted(items, key=key)]
 
 
-def default_method(model: str | None) -> str:
-    """The measured best registered method of `model`; `FALLBACK` without a usable record."""
-    from rollout_core import methods
-
+def default_method(model: str | None, registered: Sequence[str]) -> str:
+    """The measured best of the `registered` methods on `model`; `FALLBACK` without a usable record."""
     data = figures(model)
-    best = ranking(data, methods.names()) if data else []
+    best = ranking(data, tuple(registered)) if data else []
     return best[0] if best else FALLBACK
 
 

@@ -1,21 +1,24 @@
-"""Issue 16: every ROLLOUT_* setting is parsed by one function; a bad value is one message naming the variable and
-the value, at start-up of the CLI (exit 2) and of the app (an error box, no traceback), not deep inside a page."""
+"""Every ROLLOUT_* setting is declared once (`rollout_core.settings.SETTINGS`) and parsed through it; a bad value is
+one message naming the variable and the value, at start-up of the CLI (exit 2) and of the app (an error box, no
+traceback), not deep inside a page (issue 16); docs/SETTINGS.md is the table's (issue 24)."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pytest
 from PIL import Image
 from streamlit.testing.v1 import AppTest
 
-from rollout_core import cli, lowmem
+from rollout_core import cli, lowmem, settings
 from rollout_core.errors import SecurityError
 from rollout_core.inputs import images
 from rollout_core.models import loading, size
-from rollout_core.settings_env import SettingsError, check_settings, env_number
+from rollout_core.settings import Setting, SettingsError, check_settings, parse_number
 
-APP = str(Path(__file__).resolve().parents[1] / "app.py")
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
 
 BAD = [  # (variable, bad value) - the cases of the issue first
     ("ROLLOUT_MAX_IMAGE_PIXELS", "lots"), ("ROLLOUT_MAX_IMAGE_PIXELS", "0"), ("ROLLOUT_MAX_IMAGE_PIXELS", "1.5"),
@@ -67,13 +70,47 @@ def test_every_bad_setting_is_listed_in_one_message(monkeypatch: pytest.MonkeyPa
     assert "ROLLOUT_MODELS_DIR=" in message and "not a folder" in message
 
 
-def test_env_number_bounds_by_hand(monkeypatch: pytest.MonkeyPatch):
+def test_number_bounds_by_hand(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ROLLOUT_TEST_X", "2")
-    assert env_number("ROLLOUT_TEST_X", 7, minimum=2) == 2.0
+    assert parse_number(Setting("ROLLOUT_TEST_X", "number", 7, "", minimum=2)) == 2.0
     with pytest.raises(SettingsError, match="above 2"):
-        env_number("ROLLOUT_TEST_X", 7, minimum=2, inclusive=False)
+        parse_number(Setting("ROLLOUT_TEST_X", "number", 7, "", minimum=2, above=True))
     monkeypatch.delenv("ROLLOUT_TEST_X")
-    assert env_number("ROLLOUT_TEST_X", 7, integer=True) == 7
+    assert parse_number(Setting("ROLLOUT_TEST_X", "integer", 7, "")) == 7
+
+
+def test_every_setting_the_code_reads_is_declared_and_every_declared_one_is_read():
+    """The table is the list: a ROLLOUT_* name in the package or the app that is not declared, or a declared one
+    nothing reads, fails here."""
+    declared = {s.name for s in settings.SETTINGS}
+    used = set()
+    for path in [*(ROOT / "rollout_core").rglob("*.py"), *(ROOT / "app_pages").rglob("*.py"), ROOT / "app.py"]:
+        if path.name != "settings.py":
+            used |= set(re.findall(r"ROLLOUT_[A-Z_]*[A-Z]", path.read_text(encoding="utf-8")))
+    assert used - declared == set()
+    assert declared - used == set()
+
+
+def test_an_undeclared_setting_cannot_be_read():
+    with pytest.raises(KeyError, match="ROLLOUT_NOPE is not declared"):
+        settings.number("ROLLOUT_NOPE")
+
+
+def test_docs_settings_is_generated_from_the_table():
+    """docs/SETTINGS.md is `python -m rollout_core.settings > docs/SETTINGS.md`; regenerate it after a change."""
+    assert (ROOT / "docs" / "SETTINGS.md").read_text(encoding="utf-8") == settings.markdown()
+    for setting in settings.SETTINGS:
+        assert f"## `{setting.name}`" in settings.markdown()
+
+
+def test_the_on_off_switch(monkeypatch: pytest.MonkeyPatch):
+    for raw, on in (("", True), ("on", True), ("OFF", False), (" off ", False)):
+        monkeypatch.setenv("ROLLOUT_SERVER", raw)
+        assert settings.switch("ROLLOUT_SERVER") is on
+        check_settings()
+    monkeypatch.setenv("ROLLOUT_SERVER", "offf")
+    with pytest.raises(SettingsError, match="ROLLOUT_SERVER='offf' is not a valid value: expected `on` or `off`"):
+        check_settings()
 
 
 def test_cli_refuses_a_bad_setting_at_start_up(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture):
