@@ -155,7 +155,8 @@ VERDICT_NEG = [
     "I gave up on it.", "Sadly, it didn't work for me.", "It went straight back.", "A waste of an evening.",
     "Not as described.", "Complete rubbish.", "I can't believe I paid for this.", "They've lost a customer.",
     "What a letdown.", "It's a no from me.", "Fell well short.", "Avoid at all costs.", "Pretty poor, really.",
-    "It just isn't good.", "Never buying from them again.", "Absolutely dreadful service.", "Not a patch on the old one.",
+    "It just isn't good.", "Never buying from them again.", "Absolutely dreadful service.",
+    "Not a patch on the old one.",
 ]
 # Implied outcomes: no polar word, the consequence decides. {thing} is the reviewed thing, {time} a span.
 IMPLIED_POS = [
