@@ -274,6 +274,8 @@ def compare_runs(a: str | Path, b: str | Path, *, by: str = "prediction_a", k: i
             raise InputError(f"{name} must be a whole number >= {low}, not {value!r}")
     if not 0 < level < 1:
         raise InputError(f"level must be between 0 and 1, not {level!r}")
+    if scratch is not None and not Path(scratch).is_dir():
+        raise InputError(f"the scratch folder {scratch} does not exist")
     run_a, run_b = open_run(a, "run A"), open_run(b, "run B")
     census_a, census_b = check_same_rows(run_a, run_b)
     owned = None
