@@ -308,10 +308,11 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     report = tmp_path / "report.html"
     fewer = _copy_run(runs["rollout"], tmp_path / "fewer", lambda t: t.slice(0, 10))
     argv = ["corpus", "compare", str(runs["rollout"]), str(runs["attention"])]
-    text, as_json, refused, bad = run_cli_cases(
+    text, as_json, refused, bad, wrong = run_cli_cases(
         [([*argv, "--out", str(report)], None), ([*argv, "--json", "--replicates", "50"], None),
          (["corpus", "compare", str(runs["rollout"]), str(fewer)], None),
-         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None)], tmp_path / "cli")
+         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None),
+         ([*argv, "--by", "colour"], None)], tmp_path / "cli")
     assert text.status == 0, text.stderr
     first = text.stdout.splitlines()[0]
     assert first.startswith(f"{N} rows · predictions agree on ") and "Spearman median" in first and "quartiles" in first
@@ -319,6 +320,7 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     assert as_json.status == 0 and json.loads(as_json.stdout)["summary"]["rows"] == N
     assert_one_error_line(refused, "the runs cover different rows", "not in b")
     assert_one_error_line(bad, "run B", "no such result folder")
+    assert_one_error_line(wrong, "invalid choice: 'colour'", "rollout corpus compare --help")
 
 
 def test_bad_arguments_are_input_errors(runs) -> None:
