@@ -43,7 +43,7 @@ def _method_table() -> str:
     """Every registered method, from the registry: what it is, when to use it, its inputs, the measured figures."""
     rows = methods.table()
     models = list(rows[0]["measured"]) if rows else []
-    defaults = {model: measured.default_method(model) for model in models}
+    defaults = {model: measured.default_method(model, methods.names()) for model in models}
     head = ["method", "when to use it", "inputs", "class-specific",
             *(f"{model}: pointing ↑ / deletion ↓" for model in models)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]

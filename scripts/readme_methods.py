@@ -18,7 +18,8 @@ def methods_block() -> str:
     from rollout_core.models import measured
     from rollout_core.models.registry import DEFAULTS
 
-    defaults = ", ".join(f"`{measured.default_method(model)}` on `{model}`" for model in DEFAULTS.values())
+    defaults = ", ".join(f"`{measured.default_method(model, methods.names())}` on `{model}`"
+                         for model in DEFAULTS.values())
     return (methods.table_markdown() + "\n"
             f"Without a method named, each embedded classifier runs the one it measured best: {defaults}; a model "
             "without measured figures runs `rollout`.\n")

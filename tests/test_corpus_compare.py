@@ -51,7 +51,8 @@ def runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
             ("rollout", "bert", "rollout", corpus, 16), ("attention", "bert", "attention", corpus, 7),
             ("roberta", "roberta", "rollout", corpus, 16),
             ("attention_reversed", "bert", "attention", corpus.iloc[::-1], 11)):
-        made[name] = run_corpus(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk, progress=_quiet)
+        made[name] = run_corpus(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk,
+                                progress=_quiet).out
     return made
 
 
@@ -123,8 +124,8 @@ def test_default_text_against_a_model_folder_with_another_tokenizer(tiny_handle,
         pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")
     default = load_model("default-text")
     corpus = _corpus(24)
-    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet)
-    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet)
+    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet).out
+    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet).out
     result = cr.compare_runs(a, b, min_count=1)
     rows = result.examples.set_index("id")
     assert result.describe_a.startswith("default-text") and result.summary["rows"] == 24
@@ -225,11 +226,11 @@ def _copy_run(src: Path, dst: Path, edit=None) -> Path:
 
 def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, tiny_handle) -> None:
     corpus = _corpus()
-    fewer = run_corpus(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet)
+    fewer = run_corpus(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet).out
     with pytest.raises(RunsDiffer, match=r"run A has 60 rows and run B 50; 10 of A's ids are not in B \('r50', "):
         cr.compare_runs(runs["rollout"], fewer)
     changed = corpus.assign(text=[t + (" Truly." if i == 7 else "") for i, t in enumerate(corpus["text"])])
-    other = run_corpus(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet)
+    other = run_corpus(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet).out
     with pytest.raises(RunsDiffer, match=r"same ids but 1 rows differ in their text or label \('r7'\)"):
         cr.compare_runs(runs["rollout"], other)
     relabelled = _copy_run(runs["rollout"], tmp_path / "relabelled", lambda t: t.set_column(
@@ -255,7 +256,7 @@ def image_runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("compare-images")
     corpus = read_corpus(_image_folder(root / "data", 12))
-    return {name: run_corpus(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet)
+    return {name: run_corpus(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet).out
             for name, kind, method in (("vit", "vit", "rollout"), ("vit_attention", "vit", "attention"),
                                        ("wide", "vit-wide", "rollout"))}
 

@@ -9,6 +9,7 @@ import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
+from rollout_core import methods
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
@@ -47,7 +48,8 @@ def test_opens_on_the_measured_default_method() -> None:
     st.cache_resource.clear()
     at = _page(model="default-text")
     _clean(at)
-    assert at.selectbox(key="corpus_method").value == measured.default_method("default-text") != "rollout"
+    default = measured.default_method("default-text", methods.names())
+    assert at.selectbox(key="corpus_method").value == default != "rollout"
 
 
 def test_words_seen_once_are_kept_and_the_settings_live_in_the_url(folder: Path) -> None:

@@ -148,8 +148,10 @@ def test_wheel_in_a_fresh_venv_runs_the_cli_the_api_and_the_dashboard(tmp_path):
     if not registry.is_available(registry.lookup("default-text")):
         pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")
     wheel = _build_wheel(tmp_path)
-    missing = _shipped_files() - set(zipfile.ZipFile(wheel).namelist())
+    names = set(zipfile.ZipFile(wheel).namelist())
+    missing = _shipped_files() - names
     assert not missing, f"not in the wheel: {sorted(missing)}"
+    assert not [n for n in names if n.startswith("training/") or "/train_" in n]  # training code stays out
 
     venv = _venv(tmp_path)
     python, scripts = venv / "bin" / "python", venv / "bin"

@@ -13,7 +13,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollout_core.corpus.engine import MANIFEST, SCHEMA
+from rollout_core.corpus.engine import SCHEMA
+from rollout_core.corpus.folder import MANIFEST
 from rollout_core.errors import InputError
 
 
