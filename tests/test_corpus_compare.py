@@ -23,7 +23,7 @@ from rollout_core.corpus.bootstrap import interval, poisson_weights, row_keys
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data import shapes
 from rollout_core.data.sentiment import generate
-from rollout_core.errors import RunsDiffer
+from rollout_core.errors import InputError, RunsDiffer
 from rollout_core.explain import explain_image, explain_text
 
 N = 60
@@ -243,6 +243,16 @@ def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, ti
         cr.compare_runs(runs["rollout"], doubled)
 
 
+def test_a_damaged_chunk_is_named(runs, tmp_path) -> None:
+    import shutil
+
+    damaged = Path(shutil.copytree(runs["attention"], tmp_path / "damaged"))
+    chunk = sorted(damaged.glob("chunk-*.parquet"))[1]
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    with pytest.raises(InputError, match=f"run B: .*{chunk.name} is missing or damaged .*rerun the corpus command"):
+        cr.compare_runs(runs["rollout"], damaged)
+
+
 def _image_folder(root: Path, n: int) -> Path:
     for i, example in enumerate(shapes.generate(n, seed=1, size=32)):
         (root / example.label).mkdir(parents=True, exist_ok=True)
@@ -325,8 +335,6 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
 
 
 def test_bad_arguments_are_input_errors(runs) -> None:
-    from rollout_core.errors import InputError
-
     for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}, {"scratch": "/no/such/folder"}):
         with pytest.raises(InputError):
             cr.compare_runs(runs["rollout"], runs["attention"], **kwargs)
