@@ -153,7 +153,7 @@ def _signed_text_body(expl: ExplanationData, units: list[str], shares: np.ndarra
     against it, and how much of the evidence is against."""
     if len(units) == 0 or not np.abs(shares).sum() > 0:
         return f"{lead} gives no shown {unit[:-1]} a non-zero score."
-    against = float(-shares[shares < 0].sum())
+    against = float(np.abs(shares[shares < 0]).sum())
     pro = [i for i in np.argsort(-shares, kind="stable") if shares[i] > 0]
     con = [i for i in np.argsort(shares, kind="stable") if shares[i] < 0]
     parts = []
@@ -162,8 +162,9 @@ def _signed_text_body(expl: ExplanationData, units: list[str], shares: np.ndarra
                      " for it")
     if con:
         parts.append(f"{_signed_listing(units, shares, np.array(con), top_k)} against it")
+    tail = f"{_percent(against)} of the evidence argues against" if against > 0 else "nothing argues against it"
     return (f"{lead} (signed: shares of the evidence for and against, of {len(units)} {unit}): "
-            f"{'; '.join(parts)}; {_percent(against)} of the evidence argues against.")
+            f"{'; '.join(parts)}; {tail}.")
 
 
 def _text_body(expl: ExplanationData, scores: np.ndarray, lead: str, top_k: int) -> str:
@@ -215,7 +216,7 @@ def _image_body(expl: ExplanationData, scores: np.ndarray, lead: str) -> str:
             found.append(f"the strongest against it is patch (row {con // cols}, col {con % cols}) "
                          f"(−{_percent(-flat[con])})")
         return (f"{lead} (signed: shares of the evidence for and against): {'; '.join(found)}; "
-                f"{_percent(float(-flat[flat < 0].sum()))} of the evidence argues against.")
+                f"{_percent(float(np.abs(flat[flat < 0]).sum()))} of the evidence argues against.")
     score_map, signed = _positive_shares(expl.score_map(scores))
     lead = f"{lead} (shares of its positive relevance)" if signed else lead
     rows, cols = score_map.shape

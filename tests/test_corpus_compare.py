@@ -23,7 +23,7 @@ from rollout_core.corpus.bootstrap import interval, poisson_weights, row_keys
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data import shapes
 from rollout_core.data.sentiment import generate
-from rollout_core.errors import RunsDiffer
+from rollout_core.errors import InputError, RunsDiffer
 from rollout_core.explain import explain_image, explain_text
 
 N = 60
@@ -243,6 +243,16 @@ def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, ti
         cr.compare_runs(runs["rollout"], doubled)
 
 
+def test_a_damaged_chunk_is_named(runs, tmp_path) -> None:
+    import shutil
+
+    damaged = Path(shutil.copytree(runs["attention"], tmp_path / "damaged"))
+    chunk = sorted(damaged.glob("chunk-*.parquet"))[1]
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    with pytest.raises(InputError, match=f"run B: .*{chunk.name} is missing or damaged .*rerun the corpus command"):
+        cr.compare_runs(runs["rollout"], damaged)
+
+
 def _image_folder(root: Path, n: int) -> Path:
     for i, example in enumerate(shapes.generate(n, seed=1, size=32)):
         (root / example.label).mkdir(parents=True, exist_ok=True)
@@ -309,10 +319,11 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     report = tmp_path / "report.html"
     fewer = _copy_run(runs["rollout"], tmp_path / "fewer", lambda t: t.slice(0, 10))
     argv = ["corpus", "compare", str(runs["rollout"]), str(runs["attention"])]
-    text, as_json, refused, bad = run_cli_cases(
+    text, as_json, refused, bad, wrong = run_cli_cases(
         [([*argv, "--out", str(report)], None), ([*argv, "--json", "--replicates", "50"], None),
          (["corpus", "compare", str(runs["rollout"]), str(fewer)], None),
-         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None)], tmp_path / "cli")
+         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None),
+         ([*argv, "--by", "colour"], None)], tmp_path / "cli")
     assert text.status == 0, text.stderr
     first = text.stdout.splitlines()[0]
     assert first.startswith(f"{N} rows · predictions agree on ") and "Spearman median" in first and "quartiles" in first
@@ -320,11 +331,10 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     assert as_json.status == 0 and json.loads(as_json.stdout)["summary"]["rows"] == N
     assert_one_error_line(refused, "the runs cover different rows", "not in b")
     assert_one_error_line(bad, "run B", "no such result folder")
+    assert_one_error_line(wrong, "invalid choice: 'colour'", "rollout corpus compare --help")
 
 
 def test_bad_arguments_are_input_errors(runs) -> None:
-    from rollout_core.errors import InputError
-
     for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}, {"scratch": "/no/such/folder"}):
         with pytest.raises(InputError):
             cr.compare_runs(runs["rollout"], runs["attention"], **kwargs)

@@ -520,3 +520,11 @@ def test_a_flat_map_is_drawn_pale_not_stretched_to_the_darkest_colour():
     flat = _text_expl(tokens, offsets, [0.2, 0.16, 0.17, 0.16, 0.16, 0.15], "a b c d")
     bar = F.score_bar(flat)
     assert bar.data[0].marker.cmax == pytest.approx(2 / 4)  # twice the uniform share of 4 words, not 0.26
+
+
+def test_a_whole_model_method_is_not_described_as_gradient_rollout():
+    note = F.matrix_note(_signed_expl())
+    assert note.startswith("AttnLRP (relevance propagation) gives one signed relevance per input token")
+    assert "Gradient-weighted" not in note
+    assert "Gradient-weighted rollout's matrix" in F.matrix_note(_text_expl(
+        ["[CLS]", "a", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.2, 0.6, 0.2], "a", method="gradient"))

@@ -1,7 +1,8 @@
 """A finished corpus run as stored: its Parquet files, their row counts, its manifest; read in pieces.
 
-Local runs (`engine.run_local`) hold `chunk-*.parquet` and a manifest; Ray runs (`ray_engine.run_ray`) hold the
-`*.parquet` files Ray Data wrote. Both are read by column and by file, so nothing here holds a whole run.
+A run's files are the chunks its journal records (`folder.recorded_chunks`, each checked against its recorded
+size); folders written by the Ray Data engine of earlier versions hold `*.parquet` files and no manifest. Both are
+read by column and by file, so nothing here holds a whole run.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rollout_core.corpus.engine import SCHEMA
-from rollout_core.corpus.folder import MANIFEST
+from rollout_core.corpus.folder import MANIFEST, recorded_chunks
 from rollout_core.errors import InputError
 
 
@@ -54,15 +55,23 @@ def open_run(folder: str | Path, name: str = "run") -> StoredRun:
             raise InputError(f"{name}: {path / MANIFEST} is damaged ({err})") from err
         if not isinstance(manifest, dict):
             raise InputError(f"{name}: {path / MANIFEST} is not a manifest")
-    files = tuple(sorted(path.glob("chunk-*.parquet") if manifest is not None else path.glob("*.parquet")))
+    if manifest is not None:  # the chunks the journal records as whole, in the order they were written
+        recorded = recorded_chunks(path)
+        files, sizes = tuple(path / c.name for c in recorded), [c.size for c in recorded]
+    else:
+        files = tuple(sorted(path.glob("*.parquet")))
+        sizes = [None] * len(files)
     if not files:
         raise InputError(f"{name}: {path} holds no result chunks (write one with `rollout corpus --out {path}`)")
     counts = []
-    for file in files:
+    for file, size in zip(files, sizes):
         try:
+            if size is not None and file.stat().st_size != size:
+                raise OSError("its size is not the recorded one")
             stored = pq.ParquetFile(file)
         except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{name}: {file} is not a readable Parquet file ({err})") from err
+            raise InputError(f"{name}: {file} is missing or damaged ({getattr(err, 'strerror', None) or err}); "
+                             f"rerun the corpus command into {path} to explain its rows again") from None
         names = set(stored.schema_arrow.names)
         missing = [c for c in SCHEMA.names if c not in names]
         if missing:
