@@ -98,7 +98,7 @@ def show(a: Explanation | None, b: Explanation | None) -> None:
     cols = st.columns(2)
     for col, exp, side in zip(cols, (a, b), "AB"):
         with col:
-            st.markdown(f"**{side}: {safe_text(exp.model_name)}, {exp.method}**")
+            st.markdown(f"**{side}: {safe_text(exp.model_name)}, {safe_text(methods.display_name(exp.method))}**")
             views.prediction(exp, f"Prediction ({side})")
     with core.guarded("comparing the two explanations"):
         result = compare.compare(a, b)

@@ -11,6 +11,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, model_picker
 from app_pages._lib.state import param, sync_url
 from rollout_core import methods
+from rollout_core.corpus import cells as corpus_cells
 from rollout_core.corpus.aggregate import class_tokens, examples_for
 from rollout_core.corpus.engine import explain_in_batches, read_results
 from rollout_core.corpus.views import evidence_hit_rate, result_folders, row_highlight_html, word_share_figure
@@ -35,17 +36,23 @@ def _uploaded(n: int) -> pd.DataFrame | None:
     upload = st.file_uploader("CSV with a `text` column (optional `label`)", type="csv")
     if upload is None:
         return None
-    try:
-        frame = pd.read_csv(upload, nrows=n)
+    try:  # every cell read as text; an empty one is missing (skipped when explained, as by the corpus command)
+        frame = pd.read_csv(upload, nrows=n, dtype=str, keep_default_na=False, na_values=[""])
     except (ValueError, UnicodeDecodeError) as err:
         raise RolloutError(f"cannot read the CSV: {err}") from err
     if "text" not in frame.columns:
         raise RolloutError("the CSV has no `text` column")
-    return pd.DataFrame({"id": [str(i) for i in range(len(frame))], "text": frame["text"].astype(str),
-                         "label": frame["label"].astype(str) if "label" in frame else None})
+    return pd.DataFrame({"id": [str(i) for i in range(len(frame))], "text": frame["text"],
+                         "label": frame["label"] if "label" in frame else None})
 
 
 def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataFrame, method: str) -> pd.DataFrame:
+    """The rows of `corpus` that can be explained, explained; the skipped and cut ones named in session notes."""
+    cells = corpus_cells.usable(corpus)
+    st.session_state["corpus_notes"] = corpus_cells.describe(cells)
+    if cells.rows.empty:
+        raise RolloutError("no row has text to explain: " + "; ".join(st.session_state["corpus_notes"]))
+    corpus = cells.rows
     model = core.load(model_name, allow_pickle)
     bar, start, done = st.progress(0.0, text="starting"), time.monotonic(), 0
 
@@ -105,6 +112,8 @@ with core.guarded("reading the corpus"):
             st.session_state["corpus_evidence"] = evidence
         results = st.session_state.get("corpus_results")
         evidence = st.session_state.get("corpus_evidence", {})
+        for note in st.session_state.get("corpus_notes", []) if results is not None else []:
+            st.info(safe_text(note[0].upper() + note[1:] + "."))
 
 if results is not None and len(results):
     if results["label"].notna().all():

@@ -6,11 +6,12 @@ from typing import Callable
 
 import streamlit as st
 
-from app_pages._lib import core
+from app_pages._lib import core, views
 from app_pages._lib.inputs import image_input, text_input
 from app_pages._lib.safe import safe_text
-from app_pages._lib.sidebar import model_and_method
+from app_pages._lib.sidebar import loaded, model_and_method
 from app_pages._lib.state import param, sync_url
+from rollout_core import methods as registry
 from rollout_core.faithfulness.evaluate import (
     DEFAULT_REFERENCES,
     METHODS,
@@ -33,8 +34,16 @@ param("modality", "text", ("text", "image"))
 modality = st.radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
 name, allow_pickle, method, _ = model_and_method(modality, method_header="Method options")
 
-choices = (*METHODS, *REFERENCES)
-methods = tuple(st.multiselect("Methods", choices, default=["rollout", "attention", "gradient"], key="methods"))
+handle = loaded(name, allow_pickle)
+runnable = [s.name for s in registry.runnable(handle)] if handle is not None else list(METHODS)
+choices = (*runnable, *REFERENCES)
+# the page's default (the model's measured best, what the Text and Image pages show) first, then plain rollout and
+# raw attention as the familiar baselines
+starting = list(dict.fromkeys(m for m in (method.method, "rollout", "attention") if m in runnable))
+if any(m not in choices for m in st.session_state.get("methods", ())):  # another model: keep what can run
+    st.session_state["methods"] = [m for m in st.session_state["methods"] if m in choices] or starting
+methods = tuple(st.multiselect("Methods", choices, default=starting, key="methods",
+                               format_func=registry.display_name))
 ig = st.checkbox("Integrated-gradients reference (the “Rank agreement with integrated gradients” row)",
                  value="ig" in DEFAULT_REFERENCES[modality], key=f"ig_reference_{modality}",
                  help="32 gradient passes per input: cheap on a sentence, about 40 explanations of an image, so off "
@@ -42,6 +51,7 @@ ig = st.checkbox("Integrated-gradients reference (the “Rank agreement with int
 references = ("gxi", "ig") if ig else ("gxi",)
 one, many = st.tabs(["One input", "Generated data set (with ground truth)"])
 PARTIAL = "evaluate_partial"
+STOPPED_ONE = "evaluate_one_stopped"
 
 
 def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of formatted cells
@@ -61,6 +71,25 @@ def _progress(bar: object, unit: str = "model passes") -> Callable[..., None]:
     return report
 
 
+def _stop_one() -> None:
+    """Before the rerun the Stop click starts (which stops the running evaluation): do not start it again."""
+    st.session_state["evaluate_one"] = False
+    st.session_state[STOPPED_ONE] = True
+
+
+def _prediction(source: str | bytes, result: object) -> None:
+    """The prediction as the Text and Image pages show it (calibrated, with its reliability notes), from the
+    explanation the page's method gives (cached there); the curves follow the model's own probability."""
+    explain = core.explain_text if modality == "text" else core.explain_image
+    exp = core.run("reading the prediction", explain, name, allow_pickle, source, method)
+    if exp is None:
+        return
+    views.prediction(exp, "Predicted (target of every curve)")
+    if exp.prediction and abs(exp.prediction[0].probability - result.probability) >= 0.0005:
+        st.caption(f"The curves follow the model's uncalibrated probability ({result.probability:.1%} on the "
+                   "unperturbed input); the figure above is calibrated, as on the other pages.")
+
+
 with one:
     if modality == "text":
         source = text_input()
@@ -68,14 +97,19 @@ with one:
         source = image_input().data
     if st.button("Evaluate this input", type="primary", disabled=not methods) and source is not None:
         st.session_state["evaluate_one"] = True
+    if st.session_state.pop(STOPPED_ONE, False):
+        st.info("Stopped: nothing was kept of this input's run. Evaluate it again, with fewer methods if it is slow.")
     if st.session_state.get("evaluate_one") and source is not None and methods:
-        bar = st.progress(0.0, "starting")
+        running = st.empty()  # the Stop button and the progress bar, cleared when the run ends
+        with running.container():
+            st.button("Stop", key="evaluate_one_stop", on_click=_stop_one,
+                      help="Stops the run at its next model pass (Streamlit's own Stop, top right, does the same).")
+            bar = st.progress(0.0, "starting")
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
                           allow_pickle, source, methods, method, references, progress=_progress(bar))
-        bar.empty()
+        running.empty()
         if result is not None:
-            st.metric("Predicted (target of every curve)", safe_text(result.predicted), f"{result.probability:.1%}",
-                      delta_color="off", delta_arrow="off")
+            _prediction(source, result)
             _table(*readable_table(result.table, result.not_computed))
             cols = st.columns(2)
             for i, curve in enumerate(CURVES):
@@ -97,11 +131,14 @@ with many:
         # evaluation stops at its next example, and the rerun shows what was done
         done: list = []
         st.session_state[PARTIAL] = {"rows": done, "methods": list(methods), "limit": limit, "references": references}
-        st.button("Stop", key="evaluate_stop", help="Stops after the example being evaluated; the table then "
-                                                    "covers the examples done so far.")
-        bar = st.progress(0.0, "starting")
+        running = st.empty()  # the Stop button and the progress bar, cleared when the run ends
+        with running.container():
+            st.button("Stop", key="evaluate_stop", help="Stops after the example being evaluated; the table then "
+                                                        "covers the examples done so far.")
+            bar = st.progress(0.0, "starting")
         result = core.run(f"evaluating {limit} examples", core.evaluate_dataset, name, allow_pickle, modality,
                           methods, limit, method, references, _progress(bar, "examples"), done)
+        running.empty()
         if result is not None:
             del st.session_state[PARTIAL]
             _dataset_result(result)

@@ -10,7 +10,7 @@ from app_pages._lib.inputs import image_input
 from app_pages._lib.layer_explorer import image_payload, layer_explorer, shared_scale_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
-from app_pages._lib.trust import domain_warning, trust_line
+from app_pages._lib.trust import photo_model_offer, trust_line
 from app_pages._lib.state import param, sync_url
 from rollout_core import figures, methods
 from rollout_core.explanation import Explanation
@@ -61,7 +61,8 @@ def show(exp: Explanation | None) -> None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp)
-        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers, "
+        photo_model_offer(exp)
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {views.method_words(exp)}, "
                    f"{exp.grid[0]}×{exp.grid[1]} patches.")
         if facts := methods.describe(exp.method, exp.settings):
             st.caption(safe_text(facts) + ".")
@@ -72,7 +73,6 @@ def show(exp: Explanation | None) -> None:
     with right:
         layer_view(fetch, scale)
         trust_line(name, allow_pickle, exp, image_bytes)
-        domain_warning(name, exp)
 
 
 loaded = image_bytes is not None and core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle)

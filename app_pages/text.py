@@ -7,7 +7,7 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.inputs import text_input
-from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload
+from app_pages._lib.layer_explorer import layer_explorer, shared_scale_toggle, text_payload, token_toggle
 from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import model_and_method
 from app_pages._lib.trust import trust_line
@@ -52,10 +52,16 @@ def layer_view(request: tuple, specials: str) -> None:
     exp = core.run("explaining the text", fetch)
     if exp is None:
         return
-    layer, raw = layer_explorer(text_payload(exp, shared_scale_toggle()), (exp,))
+    scale_col, level_col = st.columns(2)
+    with scale_col:
+        shared = shared_scale_toggle()
+    with level_col:
+        level = token_toggle() if exp.offsets is not None else "token"  # words need the tokens' character spans
+    layer, raw = layer_explorer(text_payload(exp, shared, level), (exp,))
     index = views.layer_index(layer)
     st.caption("Downloads of the layer on screen:")
-    views.downloads(fetch, exp.kind, {"Bar chart": lambda e: figures.score_bar(e, layer=index, raw_attention=raw)},
+    views.downloads(fetch, exp.kind, {"Bar chart": lambda e: figures.score_bar(e, layer=index, raw_attention=raw,
+                                                                               level=level)},
                     key="text", stem=views.download_stem(exp, exp.text), view=dict(layer=index, raw_attention=raw))
     param("heads_open", False)
     heads = st.expander("Every head of this layer", key="heads_open", on_change="rerun")
@@ -94,7 +100,7 @@ def show(exp: Explanation | None) -> None:
     left, right = st.columns([1, 2])
     with left:
         views.prediction(exp, "Next token" if handle.task == "causal-lm" else "Prediction")
-        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {exp.method}, {exp.num_layers} layers.")
+        st.caption(f"Explained: {safe_text(exp.target_description)}. Method: {views.method_words(exp)}.")
         if facts := methods.describe(exp.method, exp.settings):
             st.caption(safe_text(facts) + ".")
     with right:
@@ -116,7 +122,8 @@ def show(exp: Explanation | None) -> None:
                            lambda: figures.figure_png(figures.matrix_heatmap(fetch(), specials=specials)),
                            f"{stem}_matrix.png", "image/png", key="text_matrix_png", on_click="ignore")
     else:
-        st.info("No full matrix for this method and input (too costly); the explained row is shown above. "
+        st.info("No full matrix: this page computes only the explained row, shown above "
+                "(`python -m rollout_core text --full-matrix` computes the whole matrix). "
                 + safe_text(methods.describe(exp.method, exp.settings)) + ".")
 
 

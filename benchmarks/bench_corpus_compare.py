@@ -26,7 +26,8 @@ import pyarrow as pa
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from rollout_core.compare import words  # noqa: E402
-from rollout_core.corpus.engine import MANIFEST, SCHEMA, SCHEMA_VERSION, _write_chunk  # noqa: E402
+from rollout_core.corpus.engine import SCHEMA, SCHEMA_VERSION  # noqa: E402
+from rollout_core.corpus.folder import open_for_writing  # noqa: E402
 from rollout_core.data.sentiment import generate  # noqa: E402
 
 CHUNK = 256
@@ -46,24 +47,23 @@ def write_runs(n: int, folder: Path) -> tuple[Path, Path, Path]:
     for name, shares, preds, order in (("a", shares_a, labels, range(n)), ("b", shares_b, preds_b, range(n)),
                                        ("b_reversed", shares_b, preds_b, range(n - 1, -1, -1))):
         run = folder / name
-        run.mkdir(parents=True)
-        (run / MANIFEST).write_text(json.dumps({"model": f"synthetic-{name}", "method": "rollout", "top_k": 5,
-                                                "schema": SCHEMA_VERSION}))
+        facts = {"model": f"synthetic-{name}", "method": "rollout", "top_k": 5, "schema": SCHEMA_VERSION}
         order = list(order)
-        for index, first in enumerate(range(0, n, CHUNK)):
-            rows = order[first:first + CHUNK]
-            top = [np.argsort(-shares[i])[:5] for i in rows]
-            table = pa.Table.from_pydict({
-                "id": [f"row-{i}" for i in rows], "kind": ["text"] * len(rows), "text": [texts[i] for i in rows],
-                "label": [labels[i] for i in rows], "prediction": [preds[i] for i in rows],
-                "probability": [0.9] * len(rows),
-                "top_words": [[spans[i][j][0] for j in t] for i, t in zip(rows, top)],
-                "top_shares": [[float(shares[i][j]) for j in t] for i, t in zip(rows, top)],
-                "words": [[w for w, _, _ in spans[i]] for i in rows],
-                "starts": [[s for _, s, _ in spans[i]] for i in rows],
-                "ends": [[e for _, _, e in spans[i]] for i in rows], "scores": [shares[i].tolist() for i in rows]},
-                schema=SCHEMA)
-            _write_chunk(table, run, index)
+        with open_for_writing(run, facts) as stored:
+            for first in range(0, n, CHUNK):
+                rows = order[first:first + CHUNK]
+                top = [np.argsort(-shares[i])[:5] for i in rows]
+                table = pa.Table.from_pydict({
+                    "id": [f"row-{i}" for i in rows], "kind": ["text"] * len(rows), "text": [texts[i] for i in rows],
+                    "label": [labels[i] for i in rows], "prediction": [preds[i] for i in rows],
+                    "probability": [0.9] * len(rows),
+                    "top_words": [[spans[i][j][0] for j in t] for i, t in zip(rows, top)],
+                    "top_shares": [[float(shares[i][j]) for j in t] for i, t in zip(rows, top)],
+                    "words": [[w for w, _, _ in spans[i]] for i in rows],
+                    "starts": [[s for _, s, _ in spans[i]] for i in rows],
+                    "ends": [[e for _, _, e in spans[i]] for i in rows], "scores": [shares[i].tolist() for i in rows]},
+                    schema=SCHEMA)
+                stored.write_chunk(table)
         out.append(run)
     return tuple(out)
 

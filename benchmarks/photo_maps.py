@@ -4,9 +4,11 @@ The boxes (patch rows/cols of the 16 x 16 grid of the 224 px crop the model sees
 looking at the crops: the cup of `coffee`, the face of `astronaut`, the eyes and nose of `chelsea` (the crop is
 all cat face, so the box is its features). For each method: the share of the map's mass inside the box, its
 lift (share / box area: 1 = no better than a flat map) and whether the top patch is inside (pointing).
-With --save DIR it writes the overlay of the best method on each photo (for the README).
+With --save DIR it writes the overlay of the best method on each photo (for the README); with --record, the
+measured record of the model (rollout_core/models/measured/<model>.json, ranked by mean lift: the sidebar shows
+these figures and the model opens on the best plain method).
 
-    python benchmarks/photo_maps.py [--save docs/screenshots]
+    python benchmarks/photo_maps.py [--save docs/screenshots] [--record]
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", default="dinov2-small")
     parser.add_argument("--save", type=Path, default=None)
+    parser.add_argument("--record", action="store_true")
     args = parser.parse_args()
     import skimage.data
 
@@ -47,9 +50,11 @@ def main() -> None:
     print("| method | " + " | ".join(f"{p} share / lift / top" for p in BOXES) + " | mean lift |")
     print("|---|" + "---|" * (len(BOXES) + 1))
     best: tuple[float, str, dict] | None = None
+    measured: dict[str, dict[str, float]] = {}
+    areas: dict[str, float] = {}
     for method, options in RUNS:
         label = method + "".join(f" {k}={v}" for k, v in options.items())
-        cells, lifts = [], []
+        cells, lifts, shares, tops = [], [], [], []
         for photo, boxes in BOXES.items():
             try:
                 e = rc.explain_image(args.model, getattr(skimage.data, photo)(), method=method, **options)
@@ -62,11 +67,19 @@ def main() -> None:
             lift = share / mask.mean()
             top = bool(mask.flat[int(np.argmax(heat))])
             lifts.append(lift)
+            shares.append(share)
+            tops.append(top)
+            areas[photo] = float(mask.mean())
             cells.append(f"{share:.2f} / {lift:.1f} / {'yes' if top else 'no'}")
         mean = float(np.mean(lifts)) if lifts else float("nan")
         print(f"| {label} | " + " | ".join(cells) + f" | {mean:.2f} |")
+        if lifts and not options:  # a plain method (not a variant of its options): into the record
+            measured[method] = {"mass_lift": mean, "mass_share": float(np.mean(shares)),
+                                "pointing_game": float(np.mean(tops))}
         if lifts and (best is None or mean > best[0]):
             best = (mean, method, options)
+    if args.record:
+        _record(args.model, measured, float(np.mean(list(areas.values()))))
     if args.save is not None and best is not None:
         from rollout_core import figures
 
@@ -77,6 +90,21 @@ def main() -> None:
             path = args.save / f"photo_{photo}_{method}.png"
             path.write_bytes(figures.figure_png(figures.image_overlay(e), width=500, height=520, scale=1.0))
             print(f"wrote {path}")
+
+
+def _record(model: str, measured: dict[str, dict[str, float]], area: float) -> None:
+    """The measured record of `model` from this study (random: a flat map, lift 1 and the boxes' mean area)."""
+    import datetime
+    import json
+
+    from rollout_core.models.measured import path_for
+
+    record = {"model": model, "dataset": "photos", "examples": len(BOXES), "accuracy": None,
+              "command": f"python benchmarks/photo_maps.py --model {model} --record",
+              "date": datetime.date.today().isoformat(), "ranked_by": [["mass_lift", "higher"]],
+              "methods": measured, "random": {"mass_lift": 1.0, "mass_share": area, "pointing_game": area}}
+    path_for(model).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {path_for(model)}")
 
 
 if __name__ == "__main__":

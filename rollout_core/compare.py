@@ -67,14 +67,16 @@ def word_scores(expl: ExplanationData, scores: np.ndarray | None = None) -> list
     """
     if expl.text is None or expl.offsets is None:
         raise InputError("word scores need a text explanation with character offsets")
-    return word_shares(expl.text, expl.offsets, expl.special, expl.scores if scores is None else scores)
+    return word_shares(expl.text, expl.offsets, expl.special, expl.scores if scores is None else scores,
+                       expl.signed)
 
 
 def word_shares(text: str, offsets: Sequence[tuple[int, int]], special: Sequence[bool] | np.ndarray,
-                scores: np.ndarray) -> list[tuple[str, int, int, float]]:
-    """`word_scores` from the parts of a text explanation: every position's offsets, special flags and scores."""
+                scores: np.ndarray, signed: bool = False) -> list[tuple[str, int, int, float]]:
+    """`word_scores` from the parts of a text explanation: every position's offsets, special flags and scores
+    (`signed` ones keep their signs and are divided by the sum of their sizes, as `display_shares` does)."""
     spans = words(text)
-    shown = display_shares(scores, special)
+    shown = display_shares(scores, special, signed)
     keep = np.flatnonzero(~np.asarray(special, dtype=bool))
     tokens = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[keep]
     words_ = np.array([(s, e) for _, s, e in spans], dtype=np.int64).reshape(-1, 2)
@@ -82,7 +84,7 @@ def word_shares(text: str, offsets: Sequence[tuple[int, int]], special: Sequence
             & (tokens[:, 1:] > tokens[:, :1]))  # (token, word): the token's characters overlap the word's
     count = hits.sum(1)
     totals = np.divide(shown, count, out=np.zeros_like(shown), where=count > 0) @ hits
-    total = totals.sum()
+    total = np.abs(totals).sum() if signed else totals.sum()
     if total > 0:
         totals = totals / total
     return [(w, s, e, float(v)) for (w, s, e), v in zip(spans, totals)]

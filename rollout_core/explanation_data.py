@@ -60,6 +60,12 @@ class ExplanationData:
     warnings: tuple[str, ...] = ()  # short notes on why the prediction may not be trusted (rollout_core.reliability)
 
     @property
+    def signed(self) -> bool:
+        """Whether the values speak for (positive) or against (negative) the explained class (AttnLRP, Shapley
+        values), as the method's registry entry says (`settings["signed"]`); else they are non-negative shares."""
+        return bool(self.settings.get("signed"))
+
+    @property
     def num_layers(self) -> int:
         return int(self.layer_scores.shape[0])
 
@@ -76,7 +82,7 @@ class ExplanationData:
         Renormalising is a display choice: the share of [CLS]/[SEP] is dropped and the rest keeps its
         proportions. All zeros stay all zeros (no division by zero).
         """
-        return display_shares(self.scores if scores is None else scores, self.special)
+        return display_shares(self.scores if scores is None else scores, self.special, self.signed)
 
     def score_map(self, scores: np.ndarray | None = None) -> np.ndarray:
         """Image explanations: the patch scores as a (rows, cols) map, rows = image rows, renormalised."""
@@ -84,7 +90,7 @@ class ExplanationData:
             raise ValueError("score_map is only defined for image explanations")
         values = np.asarray(self.scores if scores is None else scores, dtype=np.float64)
         patches = values[self.patch_positions]
-        total = patches.sum()
+        total = np.abs(patches).sum() if self.signed else patches.sum()
         patches = patches / total if total > 0 else patches
         return patches.reshape(self.grid)
 
@@ -130,10 +136,12 @@ class ExplanationData:
         return json.dumps(self.to_dict(**kwargs), ensure_ascii=False)
 
 
-def display_shares(scores: np.ndarray, special: np.ndarray) -> np.ndarray:
-    """`scores` at the positions not `special`, renormalised to sum to 1 (all zeros stay zeros)."""
+def display_shares(scores: np.ndarray, special: np.ndarray, signed: bool = False) -> np.ndarray:
+    """`scores` at the positions not `special`, renormalised to sum to 1 (all zeros stay zeros); `signed` values
+    (evidence for and against) are divided by the sum of their sizes instead, so they keep their signs and lie
+    in -1..1 (a plain sum of mixed signs can be near 0 and blow every share up)."""
     shown = np.asarray(scores, dtype=np.float64)[np.flatnonzero(~np.asarray(special, dtype=bool))]
-    total = shown.sum()
+    total = np.abs(shown).sum() if signed else shown.sum()
     return shown / total if total > 0 else shown
 
 

@@ -67,9 +67,10 @@ class LRUCache:
         with self._lock:
             return self._items[key][0] if key in self._items else default
 
-    def put(self, key: Hashable, value: Any) -> bool:
+    def put(self, key: Hashable, value: Any, *, evict_first: Callable[[Any], bool] | None = None) -> bool:
         """Store `value` under `key` as the most recently used; False when it is larger than the byte bound (then
-        not kept, and an older value of `key` is dropped)."""
+        not kept, and an older value of `key` is dropped). `evict_first(value)`: the values to evict before any
+        other when room is needed, least recently used first (a store's own earlier values, say)."""
         nbytes = self._size(value)
         bound = None if self._max_bytes is None else self._max_bytes()
         evicted = 0
@@ -81,7 +82,18 @@ class LRUCache:
             self._items[key] = (value, nbytes)
             self._total += nbytes
             limit = None if self._max_items is None else max(1, self._max_items())
-            while (limit is not None and len(self._items) > limit) or (bound is not None and self._total > bound):
+
+            def over() -> bool:
+                return (limit is not None and len(self._items) > limit) or (bound is not None and self._total > bound)
+
+            if evict_first is not None and over():
+                for victim in [k for k, (v, _) in self._items.items() if k != key and evict_first(v)]:
+                    if not over():
+                        break
+                    dropped = self._items.pop(victim)[1]
+                    self._total -= dropped
+                    evicted += dropped
+            while over():
                 _, (_, dropped) = self._items.popitem(last=False)
                 self._total -= dropped
                 evicted += dropped

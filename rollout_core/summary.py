@@ -105,6 +105,8 @@ def _method_phrase(expl: ExplanationData, layer: int | None, raw_attention: bool
     name = expl.method if spec is None else spec.phrase
     if spec is not None and spec.class_specific:
         return f"{name} for class {expl.target} {through}"
+    if spec is not None and not spec.uses_head_fusion:  # ALTI, norm-based, value zeroing: no head fusion to name
+        return f"{name} {through}"
     return f"{name} {through}, {fusion}"
 
 
@@ -139,8 +141,36 @@ def _positive_shares(values: np.ndarray) -> tuple[np.ndarray, bool]:
     return (positive / total if total > 0 else positive), True
 
 
+def _signed_listing(names: list[str], values: np.ndarray, order: np.ndarray, top_k: int) -> str:
+    """'great' (+31%) and 'fun' (+12%): the first `top_k` of `order` with their signed shares."""
+    named = [f"{names[i]!r} ({'+' if values[i] >= 0 else '−'}{_percent(abs(values[i]))})" for i in order[:top_k]]
+    return named[0] if len(named) == 1 else ", ".join(named[:-1]) + " and " + named[-1]
+
+
+def _signed_text_body(expl: ExplanationData, units: list[str], shares: np.ndarray, lead: str, unit: str,
+                      top_k: int) -> str:
+    """A signed map (evidence for and against, as shares of its total size): what speaks for the class, what
+    against it, and how much of the evidence is against."""
+    if len(units) == 0 or not np.abs(shares).sum() > 0:
+        return f"{lead} gives no shown {unit[:-1]} a non-zero score."
+    against = float(np.abs(shares[shares < 0]).sum())
+    pro = [i for i in np.argsort(-shares, kind="stable") if shares[i] > 0]
+    con = [i for i in np.argsort(shares, kind="stable") if shares[i] < 0]
+    parts = []
+    if pro:
+        parts.append(f"{_signed_listing(units, shares, np.array(pro), top_k)} speak{'s' if len(pro[:top_k]) == 1 else ''}"
+                     " for it")
+    if con:
+        parts.append(f"{_signed_listing(units, shares, np.array(con), top_k)} against it")
+    tail = f"{_percent(against)} of the evidence argues against" if against > 0 else "nothing argues against it"
+    return (f"{lead} (signed: shares of the evidence for and against, of {len(units)} {unit}): "
+            f"{'; '.join(parts)}; {tail}.")
+
+
 def _text_body(expl: ExplanationData, scores: np.ndarray, lead: str, top_k: int) -> str:
     units, shares, unit = _units(expl, scores)
+    if expl.signed:
+        return _signed_text_body(expl, units, shares, lead, unit, top_k)
     shares, signed = _positive_shares(shares)
     lead = f"{lead} (shares of its positive relevance)" if signed else lead
     if len(units) == 0 or shares.sum() <= 0:
@@ -173,6 +203,20 @@ def _quarters(score_map: np.ndarray) -> dict[str, float]:
 
 
 def _image_body(expl: ExplanationData, scores: np.ndarray, lead: str) -> str:
+    if expl.signed:
+        values = expl.score_map(scores)
+        if not np.abs(values).sum() > 0:
+            return f"{lead} gives no patch a non-zero score."
+        cols = values.shape[1]
+        flat = values.ravel()
+        pro, con = int(np.argmax(flat)), int(np.argmin(flat))
+        found = [f"the evidence for it peaks at patch (row {pro // cols}, col {pro % cols}) (+{_percent(flat[pro])})"
+                 if flat[pro] > 0 else "no patch speaks for it"]
+        if flat[con] < 0:
+            found.append(f"the strongest against it is patch (row {con // cols}, col {con % cols}) "
+                         f"(−{_percent(-flat[con])})")
+        return (f"{lead} (signed: shares of the evidence for and against): {'; '.join(found)}; "
+                f"{_percent(float(np.abs(flat[flat < 0]).sum()))} of the evidence argues against.")
     score_map, signed = _positive_shares(expl.score_map(scores))
     lead = f"{lead} (shares of its positive relevance)" if signed else lead
     rows, cols = score_map.shape

@@ -48,15 +48,16 @@ def view_at(data: dict[str, Any], layer: int | None = None, raw: bool | None = N
     parts, figures = [], []
     for panel, shown in zip(payload["panels"], view["panels"]):
         values, top = view["series"][panel["series"]], view["tops"][panel["series"]]
+        bottom = view["bottoms"][panel["series"]]
         if panel["kind"] == "highlight":
-            parts.append(_highlight(panel, values, shown))
+            parts.append(_highlight(panel, values, shown, bottom))
         else:
-            figures.append(_figure(panel, values, top, shown["title"]))
+            figures.append(_figure(panel, values, bottom, top, shown["title"]))
     return {"html": "".join(parts) + view["html"], "figures": figures + view["figures"],
             "summary": view["summary"], "marker": view["marker"]}
 
 
-def _highlight(panel: dict[str, Any], values: list[float], shown: dict[str, str]) -> str:
+def _highlight(panel: dict[str, Any], values: list[float], shown: dict[str, str], bottom: float = 0.0) -> str:
     body = []
     for unit, *runs in panel["pieces"]:
         text = "".join(html.escape(run) if k % 2 == 0 else f'<span class="ctrl-char">{html.escape(run)}</span>'
@@ -64,18 +65,21 @@ def _highlight(panel: dict[str, Any], values: list[float], shown: dict[str, str]
         body.append(text if unit < 0 else f'<span class="tok" data-score="{values[unit]}">{text}</span>')
     heading = f"<p><b>{html.escape(panel['heading'])}</b></p>" if panel["heading"] else ""
     return (f'{heading}<div class="token-highlight" data-view="{html.escape(shown["marker"])}">{"".join(body)}</div>'
-            f'<div class="token-legend">{html.escape(shown["title"])}: share of the shown mass</div>')
+            f'<div class="token-legend">{html.escape(shown["title"])}: '
+            f'{"signed share: for (+) / against (−)" if bottom < 0 else "share of the shown mass"}</div>')
 
 
-def _figure(panel: dict[str, Any], values: list[float], top: float, title: str) -> dict[str, Any]:
+def _figure(panel: dict[str, Any], values: list[float], bottom: float, top: float, title: str) -> dict[str, Any]:
     figure = copy.deepcopy(panel["figure"])
     trace = figure["data"][panel["trace"]]
     if panel["kind"] == "bars":
-        trace["y"], trace["marker"]["color"], trace["marker"]["cmax"] = values, values, top
-        figure["layout"]["yaxis"]["range"] = [0, top * 1.05]
+        trace["y"], trace["marker"]["color"] = values, values
+        trace["marker"]["cmin"], trace["marker"]["cmax"] = bottom, top
+        figure["layout"]["yaxis"]["range"] = [bottom * 1.05, top * 1.05]
     else:
         cols = len(values) // panel["rows"]
-        trace["z"], trace["zmax"] = [values[r * cols:(r + 1) * cols] for r in range(panel["rows"])], top
+        trace["z"] = [values[r * cols:(r + 1) * cols] for r in range(panel["rows"])]
+        trace["zmin"], trace["zmax"] = bottom, top
     figure["layout"]["title"] = {**figure["layout"].get("title", {}), "text": title}
     return figure
 

@@ -144,8 +144,8 @@ def test_waiting_jobs_are_told_their_place_and_served_in_order(monkeypatch: pyte
     order: list[str] = []
 
     def job(name: str) -> None:
-        def on_wait(ahead: int) -> None:
-            places[name].append(ahead)
+        def on_wait(place: budget.Place) -> None:
+            places[name].append(place.ahead)
             told[name].set()
 
         with budget.heavy_slot(wait=10, on_wait=on_wait):
@@ -173,7 +173,7 @@ def test_waiting_jobs_are_told_their_place_and_served_in_order(monkeypatch: pyte
         thread.join(5)
     assert order == ["holder", "a", "b", "c"]
     assert places["holder"] == []  # a free slot: no wait, no message
-    assert [budget.place_in_words(n) for n in (0, 1, 2)] == \
+    assert [budget.place_in_words(budget.Place(n, own=False)) for n in (0, 1, 2)] == \
         ["you are next in the queue", "1 job ahead of you in the queue", "2 jobs ahead of you in the queue"]
 
 
@@ -241,3 +241,43 @@ def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops:
     elif event == "tab_closed":
         active.clear()
     assert gone() is stops
+
+
+def test_a_visitor_runs_one_heavy_job_at_a_time_and_others_pass(monkeypatch: pytest.MonkeyPatch):
+    """Issue 30: one visitor with two Evaluate tabs held both heavy slots and every other visitor waited 30 s and
+    was refused. Two slots: visitor A's second job waits (told it is its own other job) while B takes the free
+    slot at once; when A's first job ends, its second runs."""
+    monkeypatch.setenv("ROLLOUT_MAX_HEAVY_JOBS", "2")
+    monkeypatch.setattr(budget, "_QUEUES", {})
+    first_in, first_out, second_in = threading.Event(), threading.Event(), threading.Event()
+    told: list[budget.Place] = []
+
+    def first() -> None:
+        with budget.heavy_slot(owner="A"):
+            first_in.set()
+            first_out.wait(10)
+
+    def second() -> None:
+        with budget.heavy_slot(wait=10, owner="A", on_wait=told.append):
+            second_in.set()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    threads[0].start()
+    assert first_in.wait(5)
+    threads[1].start()
+    deadline = time.monotonic() + 5
+    while not told and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert told == [budget.Place(ahead=0, own=True)] and not second_in.is_set()
+    assert "one at a time per visitor" in budget.place_in_words(told[0])
+    with budget.heavy_slot(wait=0.5, owner="B"):  # the second slot is free for another visitor, queued A or not
+        assert not second_in.is_set()
+    with pytest.raises(BudgetError, match="your other long computation"):
+        with budget.heavy_slot(wait=0.05, owner="A"):
+            pass
+    first_out.set()
+    assert second_in.wait(5)
+    for thread in threads:
+        thread.join(5)
+    with budget.heavy_slot(wait=0.05, owner="A"):  # all done: A may run again
+        pass

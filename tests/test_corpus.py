@@ -124,7 +124,7 @@ def test_cli_progress_and_errors(tiny_model_dir, tmp_path):
            "--model", str(tiny_model_dir("bert")), "--batch-size", "4", "--limit", "5"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
-    assert "wrote 5 rows" in done.stdout and "row/s" in done.stderr and "5/5" in done.stderr
+    assert "holds 5 rows (5 written by this run)" in done.stdout and "row/s" in done.stderr and "5/5" in done.stderr
     bad = subprocess.run([*cmd[:5], str(tmp_path / "missing.csv"), *cmd[6:]], capture_output=True, text=True,
                          timeout=300)
     assert bad.returncode != 0 and "no such corpus file" in bad.stderr and "Traceback" not in bad.stderr

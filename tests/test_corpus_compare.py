@@ -23,7 +23,7 @@ from rollout_core.corpus.bootstrap import interval, poisson_weights, row_keys
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data import shapes
 from rollout_core.data.sentiment import generate
-from rollout_core.errors import RunsDiffer
+from rollout_core.errors import InputError, RunsDiffer
 from rollout_core.explain import explain_image, explain_text
 
 N = 60
@@ -51,7 +51,8 @@ def runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
             ("rollout", "bert", "rollout", corpus, 16), ("attention", "bert", "attention", corpus, 7),
             ("roberta", "roberta", "rollout", corpus, 16),
             ("attention_reversed", "bert", "attention", corpus.iloc[::-1], 11)):
-        made[name] = run_corpus(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk, progress=_quiet)
+        made[name] = run_corpus(tiny_handle(kind), rows, root / name, method=method, chunk_rows=chunk,
+                                progress=_quiet).out
     return made
 
 
@@ -123,8 +124,8 @@ def test_default_text_against_a_model_folder_with_another_tokenizer(tiny_handle,
         pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")
     default = load_model("default-text")
     corpus = _corpus(24)
-    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet)
-    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet)
+    a = run_corpus(default, corpus, tmp_path / "default", progress=_quiet).out
+    b = run_corpus(tiny_handle("roberta"), corpus, tmp_path / "roberta", progress=_quiet).out
     result = cr.compare_runs(a, b, min_count=1)
     rows = result.examples.set_index("id")
     assert result.describe_a.startswith("default-text") and result.summary["rows"] == 24
@@ -225,11 +226,11 @@ def _copy_run(src: Path, dst: Path, edit=None) -> Path:
 
 def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, tiny_handle) -> None:
     corpus = _corpus()
-    fewer = run_corpus(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet)
+    fewer = run_corpus(tiny_handle("bert"), corpus.iloc[:50], tmp_path / "fewer", progress=_quiet).out
     with pytest.raises(RunsDiffer, match=r"run A has 60 rows and run B 50; 10 of A's ids are not in B \('r50', "):
         cr.compare_runs(runs["rollout"], fewer)
     changed = corpus.assign(text=[t + (" Truly." if i == 7 else "") for i, t in enumerate(corpus["text"])])
-    other = run_corpus(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet)
+    other = run_corpus(tiny_handle("bert"), changed, tmp_path / "other", progress=_quiet).out
     with pytest.raises(RunsDiffer, match=r"same ids but 1 rows differ in their text or label \('r7'\)"):
         cr.compare_runs(runs["rollout"], other)
     relabelled = _copy_run(runs["rollout"], tmp_path / "relabelled", lambda t: t.set_column(
@@ -240,6 +241,16 @@ def test_runs_over_different_rows_are_refused_with_the_reason(runs, tmp_path, ti
     (doubled / "chunk-000099.parquet").write_bytes((doubled / "chunk-000000.parquet").read_bytes())
     with pytest.raises(RunsDiffer, match=r"run B .* holds 16 ids more than once \('r0', 'r1', 'r2', \.\.\.\)"):
         cr.compare_runs(runs["rollout"], doubled)
+
+
+def test_a_damaged_chunk_is_named(runs, tmp_path) -> None:
+    import shutil
+
+    damaged = Path(shutil.copytree(runs["attention"], tmp_path / "damaged"))
+    chunk = sorted(damaged.glob("chunk-*.parquet"))[1]
+    chunk.write_bytes(chunk.read_bytes()[:100])
+    with pytest.raises(InputError, match=f"run B: .*{chunk.name} is missing or damaged .*rerun the corpus command"):
+        cr.compare_runs(runs["rollout"], damaged)
 
 
 def _image_folder(root: Path, n: int) -> Path:
@@ -255,7 +266,7 @@ def image_runs(tiny_handle, tmp_path_factory) -> dict[str, Path]:
 
     root = tmp_path_factory.mktemp("compare-images")
     corpus = read_corpus(_image_folder(root / "data", 12))
-    return {name: run_corpus(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet)
+    return {name: run_corpus(tiny_handle(kind), corpus, root / name, method=method, progress=_quiet).out
             for name, kind, method in (("vit", "vit", "rollout"), ("vit_attention", "vit", "attention"),
                                        ("wide", "vit-wide", "rollout"))}
 
@@ -308,10 +319,11 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     report = tmp_path / "report.html"
     fewer = _copy_run(runs["rollout"], tmp_path / "fewer", lambda t: t.slice(0, 10))
     argv = ["corpus", "compare", str(runs["rollout"]), str(runs["attention"])]
-    text, as_json, refused, bad = run_cli_cases(
+    text, as_json, refused, bad, wrong = run_cli_cases(
         [([*argv, "--out", str(report)], None), ([*argv, "--json", "--replicates", "50"], None),
          (["corpus", "compare", str(runs["rollout"]), str(fewer)], None),
-         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None)], tmp_path / "cli")
+         (["corpus", "compare", str(runs["rollout"]), str(tmp_path / "missing")], None),
+         ([*argv, "--by", "colour"], None)], tmp_path / "cli")
     assert text.status == 0, text.stderr
     first = text.stdout.splitlines()[0]
     assert first.startswith(f"{N} rows · predictions agree on ") and "Spearman median" in first and "quartiles" in first
@@ -319,11 +331,10 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     assert as_json.status == 0 and json.loads(as_json.stdout)["summary"]["rows"] == N
     assert_one_error_line(refused, "the runs cover different rows", "not in b")
     assert_one_error_line(bad, "run B", "no such result folder")
+    assert_one_error_line(wrong, "invalid choice: 'colour'", "rollout corpus compare --help")
 
 
 def test_bad_arguments_are_input_errors(runs) -> None:
-    from rollout_core.errors import InputError
-
     for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}, {"scratch": "/no/such/folder"}):
         with pytest.raises(InputError):
             cr.compare_runs(runs["rollout"], runs["attention"], **kwargs)

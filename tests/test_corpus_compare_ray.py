@@ -18,8 +18,9 @@ def test_ray_gives_the_local_figures(local_ray: None, tiny_handle, tmp_path, mon
     corpus = pd.DataFrame({"id": [f"r{i}" for i in range(80)], "text": [r.text for r in rows],
                            "label": [r.label for r in rows]})
     quiet = lambda done, total: None  # noqa: E731
-    a = run_corpus(tiny_handle("bert"), corpus, tmp_path / "a", progress=quiet)
-    b = run_corpus(tiny_handle("roberta"), corpus.iloc[::-1], tmp_path / "b", chunk_rows=13, progress=quiet)
+    a = run_corpus(tiny_handle("bert"), corpus, tmp_path / "a", progress=quiet).out
+    b = run_corpus(tiny_handle("roberta"), corpus.iloc[::-1], tmp_path / "b", chunk_rows=13,
+                   progress=quiet).out
     monkeypatch.setattr(cr, "ITEM_ROWS", 16)  # several items, so the Ray work really is split
     for other in (a, b):  # a with itself: aligned slices; b stored in another order: hash buckets
         local = cr.compare_runs(a, other, replicates=100)

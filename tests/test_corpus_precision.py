@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from cli_driver import assert_one_error_line, run_cli_cases
-from rollout_core.corpus import engine
+from rollout_core.corpus import folder
 from rollout_core.corpus.engine import at_precision, check_precision, explain_in_batches, read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
@@ -54,11 +54,11 @@ def test_precision_is_validated():
 def test_int8_is_recorded_in_the_manifest_and_not_mixed_with_float32(tiny_handle, tmp_path):
     model = tiny_handle("bert")
     run_corpus(model, _corpus(6), tmp_path / "f32", batch_size=4, progress=QUIET)
-    assert "precision" not in json.loads((tmp_path / "f32" / engine.MANIFEST).read_text())
+    assert "precision" not in json.loads((tmp_path / "f32" / folder.MANIFEST).read_text())
     with pytest.raises(InputError, match="precision"):
         run_corpus(model, _corpus(6), tmp_path / "f32", batch_size=4, precision="int8", progress=QUIET)
     run_corpus(model, _corpus(6), tmp_path / "i8", batch_size=4, precision="int8", progress=QUIET)
-    assert json.loads((tmp_path / "i8" / engine.MANIFEST).read_text())["precision"] == "int8"
+    assert json.loads((tmp_path / "i8" / folder.MANIFEST).read_text())["precision"] == "int8"
     assert len(read_results(tmp_path / "i8")) == 6
     assert not any("Quantized" in type(m).__name__ for m in model.model.modules())
 

@@ -6,14 +6,17 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from streamlit.testing.v1 import AppTest
 
+from rollout_core import cli
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.models.loading import load_model
@@ -27,24 +30,46 @@ def _corpus(n: int) -> pd.DataFrame:
                          "label": [r.label for r in rows]})
 
 
-def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path):
-    corpus = _corpus(400)  # enough rows that the run cannot finish between two looks at its folder
+def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path, capsys):
+    """A run killed mid-way, a second writer started beside it, a chunk deleted and another corrupted: the rerun
+    ends with each id once and says what it explained again (issue 30: a deleted chunk was lost for good, the
+    resume overwrote the last chunk, two writers gave 2140 rows for 2000 ids, and every rerun said "wrote 2000")."""
+    corpus = _corpus(800)  # enough rows that the run cannot finish before it is killed
     source = tmp_path / "in.csv"
     corpus.to_csv(source, index=False)
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "rollout_core", "corpus", "--data", str(source), "--out", str(out),
-           "--model", str(tiny_model_dir("bert")), "--batch-size", "2", "--chunk-rows", "4"]
+    run = ["corpus", "--data", str(source), "--out", str(out), "--model", str(tiny_model_dir("bert"))]
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "rollout_core", *run, "--batch-size", "2", "--chunk-rows", "4"],
+                            cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 90
-    while not list(out.glob("chunk-*.parquet")) and time.monotonic() < deadline and proc.poll() is None:
+    while len(list(out.glob("chunk-*.parquet"))) < 2 and time.monotonic() < deadline and proc.poll() is None:
         time.sleep(0.01)
+    assert proc.poll() is None, "the run ended before it could be killed"
+    with pytest.raises(SystemExit) as second:  # a second writer, other chunk size, while the first runs
+        cli.main([*run, "--chunk-rows", "7"])
+    told = capsys.readouterr().err.strip().splitlines()
+    assert second.value.code == 2 and len(told) == 1, told
+    assert told[0].startswith(f"error: another corpus run (pid {proc.pid} on {socket.gethostname()}, started ")
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    assert len(read_results(out)) < len(corpus)  # it really was killed mid-run
-    subprocess.run(cmd, cwd=ROOT, env=env, check=True, stderr=subprocess.DEVNULL, timeout=150)
+    assert json.loads((out / ".lock").read_text())["pid"] == proc.pid  # left behind: taken over by the rerun
+    chunks = sorted(out.glob("chunk-*.parquet"))
+    kept = read_results(out)
+    assert len(kept) < len(corpus) and kept["id"].is_unique  # it really was killed mid-run, the writer refused
+    chunks[0].unlink()
+    damaged = chunks[1].read_bytes()
+    chunks[1].write_bytes(damaged[:100] + bytes(b ^ 0xFF for b in damaged[100:110]) + damaged[110:])
+    again = subprocess.run([sys.executable, "-m", "rollout_core", *run, "--batch-size", "32", "--chunk-rows", "64"],
+                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert again.returncode == 0, again.stderr[-2000:]
+    report = again.stdout.splitlines()
+    assert report[0] == f"{out} holds {len(corpus)} rows ({len(corpus) - len(kept) + 8} written by this run)", report
+    assert f"{chunks[0].name} was missing: its 4 rows were explained again" in report
+    assert f"{chunks[1].name} was damaged: its 4 rows were explained again" in report
     ids = list(read_results(out)["id"])
     assert sorted(ids) == sorted(corpus["id"]) and len(ids) == len(set(ids))
+    assert not (out / ".lock").exists() and (out / f"{chunks[1].name}.damaged").read_bytes() != damaged
 
 
 def test_page_shows_result_folder(tiny_handle, tmp_path, monkeypatch):

@@ -9,6 +9,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rollout_core import methods
+
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
 from rollout_core.faithfulness.views import progress_text, readable_summary, readable_table
 from rollout_core.figures import curves_figure
@@ -108,7 +110,7 @@ def test_evaluate_input_progress_ends_at_its_total(tiny_handle) -> None:  # noqa
 
 
 def _frame_cells(at) -> list[str]:  # noqa: ANN001 - AppTest
-    frame = at.dataframe[0].value
+    frame = at.dataframe[-1].value  # the measures (the prediction's table comes first)
     return [str(c) for c in frame.to_numpy().ravel()] + [str(i) for i in frame.index]
 
 
@@ -173,3 +175,31 @@ def test_a_stopped_data_set_run_shows_the_examples_it_finished(tiny_model_dir: C
     assert f"{whole.accuracy:.1%}" in str(at.get("metric")[0].proto)
     at.run()  # shown once: the next rerun is a fresh page
     assert not at.warning and not at.dataframe
+
+
+def test_evaluate_starts_with_the_pages_method_shows_its_prediction_and_clears_the_run(
+        tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a good film", method="norm")
+    assert_clean(at)
+    assert at.multiselect(key="methods").value[0] == "norm"  # the method the other pages show comes first
+    name = methods.display_name  # the picker shows display names
+    assert name("knockout_shapley") in at.multiselect(key="methods").options  # a text classifier can run it
+    at.button[0].click().run()
+    assert_clean(at)
+    text_page = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method="norm")
+    assert at.get("metric")[0].proto.delta == text_page.get("metric")[0].proto.delta  # one probability
+    assert not at.get("progress") and not [b for b in at.button if b.key == "evaluate_one_stop"]
+    image = page("app_pages/evaluate.py", model=str(tiny_model_dir("dinov2")), modality="image")
+    assert_clean(image)
+    offered = image.multiselect(key="methods").options
+    assert name("gradient") not in offered and name("knockout_shapley") not in offered  # a backbone: no class
+
+
+def test_stop_on_one_input_does_not_start_it_again(tiny_model_dir: Callable[[str], Path]) -> None:
+    at = page("app_pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a good film")
+    at.session_state["evaluate_one"] = True
+    at.session_state["evaluate_one_stopped"] = True  # what the Stop button's callback leaves before its rerun
+    at.session_state["evaluate_one"] = False
+    at.run()
+    assert_clean(at)
+    assert any("Stopped" in str(i.value) for i in at.info) and not at.get("plotly_chart")

@@ -15,6 +15,8 @@ from PIL import Image
 
 from explanations import make_explanation
 from rollout_core import figures as F
+from rollout_core.figures import layer_views
+from rollout_core.summary import summarize
 from rollout_core.figures import export
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Prediction
@@ -252,9 +254,10 @@ def test_shared_zmax_is_honoured_by_the_highlight():
     text = "p q"
     expl = _text_expl(["[CLS]", "p", "q", "[SEP]"], [(0, 0), (0, 1), (2, 3), (0, 0)], [0.4, 0.3, 0.1, 0.2], text)
     own = _parse(F.token_highlight_html(expl)).spans
-    shared = _parse(F.token_highlight_html(expl, zmax=1.0)).spans
-    assert _background(own[0]) != _background(shared[0])  # 0.75 is the top of its own scale, not of 0..1
-    assert "<span>1</span>" in F.token_highlight_html(expl, zmax=1.0)  # legend shows the shared maximum
+    shared = _parse(F.token_highlight_html(expl, zmax=2.0)).spans
+    # 0.75 sits on its own scale (0 to 1: two words, never below twice the uniform share), not on 0..2
+    assert _background(own[0]) != _background(shared[0])
+    assert "<span>2</span>" in F.token_highlight_html(expl, zmax=2.0)  # legend shows the shared maximum
 
 
 def test_marker_names_the_view_escaped():
@@ -483,3 +486,45 @@ def test_bidi_and_control_characters_in_chart_labels_are_shown_as_codes():
     matrix = figs["matrix"].data[0]
     assert "\\u202eevil\\u2066" in list(matrix.x) and "\\u202eevil\\u2066" in list(matrix.y)
     assert "\\u202e" in figs["words"].layout.xaxis.ticktext  # words split at the control characters
+
+
+def _signed_expl():
+    """AttnLRP-like: 'good' speaks for the class, 'not' against it (scores by hand, [CLS]/[SEP] left out)."""
+    tokens = ["[CLS]", "not", "good", "film", "[SEP]"]
+    offsets = [(0, 0), (0, 3), (4, 8), (9, 13), (0, 0)]
+    expl = _text_expl(tokens, offsets, [0.5, -0.2, 0.6, 0.2, 0.1], "not good film", method="attnlrp")
+    expl.settings["signed"] = True
+    return expl
+
+
+def test_signed_values_keep_their_signs_on_a_scale_centred_at_zero():
+    expl = _signed_expl()
+    np.testing.assert_allclose(expl.display_scores(), [-0.2, 0.6, 0.2])  # divided by 0.2 + 0.6 + 0.2 = 1.0
+    bar = F.score_bar(expl)
+    marker = bar.data[0].marker
+    assert marker.cmin == -marker.cmax == pytest.approx(-0.6)  # centred at 0, sized by the largest |value|
+    assert bar.layout.yaxis.range[0] < 0 and "against" in bar.layout.yaxis.title.text
+    spans = _parse(F.token_highlight_html(expl)).spans
+    red, blue = _background(spans[1]), _background(spans[0])  # 'good' for, 'not' against
+    assert red[0] > red[2] and blue[2] > blue[0]
+    assert "against" in spans[0]["title"]
+    summary = summarize(expl)
+    assert "'good' (+60%)" in summary and "'not' (−20%) against it" in summary and "20% of the evidence" in summary
+    view = layer_views.text_payload(expl)["views"]["cumulative"][-1]
+    assert view["bottoms"] == [-view["tops"][0]]
+
+
+def test_a_flat_map_is_drawn_pale_not_stretched_to_the_darkest_colour():
+    tokens = ["[CLS]", "a", "b", "c", "d", "[SEP]"]
+    offsets = [(0, 0), (0, 1), (2, 3), (4, 5), (6, 7), (0, 0)]
+    flat = _text_expl(tokens, offsets, [0.2, 0.16, 0.17, 0.16, 0.16, 0.15], "a b c d")
+    bar = F.score_bar(flat)
+    assert bar.data[0].marker.cmax == pytest.approx(2 / 4)  # twice the uniform share of 4 words, not 0.26
+
+
+def test_a_whole_model_method_is_not_described_as_gradient_rollout():
+    note = F.matrix_note(_signed_expl())
+    assert note.startswith("AttnLRP (relevance propagation) gives one signed relevance per input token")
+    assert "Gradient-weighted" not in note
+    assert "Gradient-weighted rollout's matrix" in F.matrix_note(_text_expl(
+        ["[CLS]", "a", "[SEP]"], [(0, 0), (0, 1), (0, 0)], [0.2, 0.6, 0.2], "a", method="gradient"))

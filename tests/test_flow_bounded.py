@@ -133,3 +133,21 @@ def test_the_bound_is_also_given_as_a_share_of_the_maps_largest_value(tiny_handl
     assert len(largest) == tiny_handle("vit").num_layers and share == pytest.approx(max(1e-3 / m for m in largest))
     assert f"attention flow: approximate (error <= 1.0e-03, {share:.1%} of the map's largest value; each row " \
            "pruned to 80% of its mass)" in describe(image.settings)
+
+
+def test_a_bound_above_the_map_says_the_map_is_not_meaningful(tiny_handle, monkeypatch):
+    from rollout_core.explain import explain_image
+    from rollout_core.maths import flow_bounded
+    from rollout_core.methods.flow import describe
+
+    real = flow_bounded.bounded_attention_flow
+
+    def huge_bound(*args, **kwargs):  # a bound larger than every value of the map
+        result = real(*args, **kwargs)
+        return flow_bounded.FlowResult(result.values, 10.0 * float(result.values.abs().max()))
+
+    monkeypatch.setattr(flow_bounded, "bounded_attention_flow", huge_bound)
+    image = explain_image(tiny_handle("vit"), np.zeros((32, 32, 3), dtype=np.uint8) + 100, method="flow")
+    assert image.settings["flow_error_share"] >= 1.0
+    assert "attention flow: not meaningful here (error bound" in describe(image.settings)
+    assert any(note.startswith("Attention flow is not meaningful here") for note in image.warnings)

@@ -4,6 +4,7 @@ the image sent once, and a size that grows as layers x tokens floats."""
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import re
 from typing import Any, Callable
@@ -27,6 +28,11 @@ def values(array: Any) -> np.ndarray:
         shape = array.get("shape")
         return flat.reshape([int(n) for n in str(shape).split(",")]) if shape else flat
     return np.asarray(array, dtype=np.float64)
+
+
+def scale_top(shares: np.ndarray) -> float:
+    """By hand: the colour scale's top, the largest share but at least twice the uniform share 1/n."""
+    return max(float(shares.max()), 2.0 / shares.size)
 
 
 def shown_shares(row: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -53,20 +59,21 @@ def drawn(payload: dict[str, Any], layer: int, raw: bool) -> dict[str, Any]:
 
 @pytest.mark.parametrize("shared", [False, True])
 def test_text_payload_covers_every_layer_in_both_modes_with_that_layers_numbers(text_expl: Any, shared: bool) -> None:
-    payload = layer_views.text_payload(text_expl, shared_scale=shared)
+    payload = layer_views.text_payload(text_expl, shared_scale=shared, level="token")
     layers = text_expl.num_layers
     assert {m: len(v) for m, v in payload["views"].items()} == {"cumulative": layers, "raw": layers}
     keep = ~np.asarray(text_expl.special, dtype=bool)
     for raw, rows in ((False, text_expl.layer_scores), (True, text_expl.layer_attention_scores)):
         expected = [shown_shares(np.asarray(rows[i], np.float64), keep) for i in range(layers)]
-        top = max(float(e.max()) for e in expected)
+        tops = [scale_top(e) for e in expected]
+        top = max(tops)
         for i in range(layers):
             view = drawn(payload, i + 1, raw)
             assert view["marker"] == view_key(i + 1, raw)
             bars = view["figures"][0]["data"][0]
             np.testing.assert_allclose(values(bars["y"]), expected[i], rtol=SENT)
             # shared: one scale while the slider moves; else each layer up to its own largest share
-            assert bars["marker"]["cmax"] == pytest.approx(top if shared else float(expected[i].max()))
+            assert bars["marker"]["cmax"] == pytest.approx(top if shared else tops[i])
             assert f'data-view="{view_key(i + 1, raw)}"' in view["html"]
             scores = [float(s) for s in re.findall(r'data-score="([^"]+)"', view["html"])]
             assert max(scores) == pytest.approx(float(expected[i].max()), rel=SENT)
@@ -117,7 +124,7 @@ def test_image_payload_scales_each_layer_to_its_own_maximum_unless_shared(image_
     rows = [np.asarray(r, np.float64)[patches] for r in image_expl.layer_attention_scores]
     shares = [r / r.sum() for r in rows]
     last = image_expl.num_layers
-    for shared, top in ((False, float(shares[-1].max())), (True, max(float(s.max()) for s in shares))):
+    for shared, top in ((False, scale_top(shares[-1])), (True, max(scale_top(s) for s in shares))):
         overlay, grid = drawn(layer_views.image_payload(image_expl, shared_scale=shared), last, True)["figures"]
         heat = [t for t in overlay["data"] if t["type"] == "heatmap"][-1]
         assert heat["zmax"] == pytest.approx(top) and grid["data"][0]["zmax"] == pytest.approx(top)
@@ -129,7 +136,10 @@ def test_the_image_is_sent_once_and_the_id_follows_the_content(image_expl: Any, 
     assert image.startswith("data:image/png;base64,") and json.dumps(payload).count(image[:200]) == 1
     assert layer_views.image_payload(image_expl)["id"] == payload["id"]
     assert layer_views.image_payload(image_expl, colormap="viridis")["id"] != payload["id"]
-    assert layer_views.text_payload(text_expl, shared_scale=True)["id"] != layer_views.text_payload(text_expl)["id"]
+    rows = np.full(text_expl.layer_scores.shape, 0.01)
+    rows[:, text_expl.display_positions()[0]] = np.linspace(1.0, 0.3, len(rows))  # each layer its own top
+    peaked = dataclasses.replace(text_expl, layer_scores=rows)
+    assert layer_views.text_payload(peaked, shared_scale=True)["id"] != layer_views.text_payload(peaked)["id"]
 
 
 def test_payload_grows_with_layers_times_tokens_floats(tiny_handle: Callable[[str], object]) -> None:
@@ -153,3 +163,21 @@ def test_comparison_payload_agreement_is_that_layers_spearman(tiny_handle: Calla
         assert f"Spearman rank correlation</b> {rho:.3f}" in view["html"]
         assert view["html"].count("token-highlight") == 2
         assert view["summary"].startswith("A: ") and "\n\nB: " in view["summary"]
+
+
+def test_the_highlight_is_per_word_by_default_with_pieces_summed(tiny_handle: Callable[[str], object]) -> None:
+    expl = explain.explain_text(tiny_handle("bert"), "unbelievably crushes, truly")
+    assert len(expl.display_tokens()) > 4  # the tokenizer cuts the words into pieces
+    payload = layer_views.text_payload(expl)
+    pieces = payload["panels"][0]["pieces"]
+    assert "".join("".join(runs) for _, *runs in pieces) == expl.text  # the text, whole
+    assert [("".join(runs)) for unit, *runs in pieces if unit >= 0] == ["unbelievably", "crushes", ",", "truly"]
+    for i in range(expl.num_layers):  # each word's value is the sum of its pieces' shares (compare.word_scores)
+        by_hand = np.zeros(4)
+        shares = expl.display_scores(expl.layer_scores[i])
+        for share, (start, end) in zip(shares, [expl.offsets[p] for p in expl.display_positions()]):
+            word = next(k for k, (s, e) in enumerate([(0, 12), (13, 20), (20, 21), (22, 27)]) if s <= start < e)
+            by_hand[word] += share
+        np.testing.assert_allclose(drawn(payload, i + 1, False)["figures"][0]["data"][0]["y"], by_hand, rtol=SENT)
+    tokens = layer_views.text_payload(expl, level="token")["panels"][0]["pieces"]
+    assert sum(unit >= 0 for unit, *_ in tokens) == len(expl.display_tokens())  # tokens on request

@@ -396,7 +396,7 @@ def test_flow_pages_say_which_rows_they_hold_and_whether_approximate(tiny_model_
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), method="flow", text="a bad film")
     assert_clean(at)
     assert "attention flow: exact; explained row only" in " ".join(c.value for c in at.caption).replace("\\", "")
-    assert "the full matrix would take" in " ".join(i.value for i in at.info)
+    assert "the full matrix, not computed unless asked for, is" in " ".join(i.value for i in at.info)
     image = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")), method="flow")
     assert_clean(image)
     shown = " ".join(c.value for c in image.caption).replace("\\", "")

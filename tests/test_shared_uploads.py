@@ -19,20 +19,46 @@ def test_digest_is_the_sha256_prefix() -> None:
 
 def test_store_evicts_the_oldest_past_its_count() -> None:
     store = UploadStore(max_count=2)
-    a, b = store.put(b"a", "a.png"), store.put(b"b")
-    store.put(b"a")  # put again: now the newest, so b is the oldest
-    c = store.put(b"c")
-    assert store.get(b) is None and store.get(a).name == "" and store.get(c).data == b"c" and len(store) == 2
+    a, b = store.put_image(b"a", "a.png"), store.put_image(b"b")
+    store.put_image(b"a")  # put again: now the newest, so b is the oldest
+    c = store.put_image(b"c")
+    assert store.image(b) is None and store.image(a).name == "" and store.image(c).data == b"c" and len(store) == 2
 
 
 def test_store_evicts_the_oldest_past_its_bytes_and_refuses_what_cannot_fit() -> None:
     store = UploadStore(max_count=10, max_bytes=10)
-    first, second = store.put(b"x" * 6), store.put(b"y" * 4)
-    assert store.size() == 10 and store.get(first) is not None
-    third = store.put(b"z" * 3)  # 13 bytes: the oldest goes
-    assert store.get(first) is None and store.get(second) is not None and store.get(third) is not None
-    big = store.put(b"w" * 11)
-    assert store.get(big) is None and store.size() == 7
+    first, second = store.put_image(b"x" * 6), store.put_image(b"y" * 4)
+    assert store.size() == 10 and store.image(first) is not None
+    third = store.put_image(b"z" * 3)  # 13 bytes: the oldest goes
+    assert store.image(first) is None and store.image(second) is not None and store.image(third) is not None
+    big = store.put_image(b"w" * 11)
+    assert store.image(big) is None and store.size() == 7
+
+
+def test_the_store_is_typed() -> None:
+    """Issue 30: a text link naming an image read the image's bytes as UTF-8 (a traceback on every text page)."""
+    store = UploadStore()
+    image, text = store.put_image(_image(), "a.png"), store.put_text("a long text \udcff with a lone surrogate")
+    assert store.text(image) is None and store.image(text) is None
+    assert store.text(text) == "a long text \udcff with a lone surrogate" and store.image(image).name == "a.png"
+
+
+def test_texts_cannot_evict_images_and_a_visitor_evicts_its_own_first() -> None:
+    """Issue 30: 66 links with distinct long texts evicted another visitor's uploaded image (one shared 64-item
+    store, no per-visitor share)."""
+    store = UploadStore(max_count=3, text_count=3)
+    theirs = store.put_image(_image(), "theirs.png", owner="B")
+    their_text = store.put_text("B's text", owner="B")
+    for i in range(66):
+        store.put_text(f"text {i} " * 100, owner="A")
+    assert store.image(theirs) is not None  # texts are kept apart from images
+    assert store.text(their_text) == "B's text"  # A's texts made room among A's own
+    mine = [store.put_image(bytes([i]) * 10, owner="A") for i in range(2)]
+    third = store.put_image(b"z" * 10, owner="A")  # full: A's own oldest image goes, not B's
+    assert store.image(theirs) is not None and store.image(mine[0]) is None
+    assert store.image(mine[1]) is not None and store.image(third) is not None
+    store.put_image(b"c" * 10, owner="C")  # C has nothing to give up: the oldest of all goes
+    assert store.image(theirs) is None
 
 
 def _image() -> bytes:

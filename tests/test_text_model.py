@@ -12,6 +12,14 @@ from rollout_core.build import text_model
 from rollout_core.data import sentiment
 from rollout_core.errors import RolloutError
 
+# Measured on the committed model (training.json, docs/MODELS.md); each bound is one miss (or 0.02 of confidence or
+# calibration error) short of the measured figure, so a rebuilt model that drifts fails here. Issue 27 aimed at 0.92
+# on the blind reviews with no calibrated miss above 0.90: the model reaches 44/64 and 0.908 (docs/MODELS.md).
+BLIND_MINIMUM = 43 / 64
+MISS_CONFIDENCE_MAXIMUM = 0.93
+BLIND_ECE_MAXIMUM = 0.16
+OLDER_SETS_MINIMUM = {"natural": 62 / 64, "natural_blind": 47 / 60, "mixed_reviews": 26 / 30}
+GENERATED_MINIMUM = 0.95  # 0.967 on these 600 sentences
 
 
 @pytest.fixture(scope="module")
@@ -80,48 +88,82 @@ def test_prediction_comes_from_the_cls_row_through_the_pooler(loaded):
     torch.testing.assert_close(out.logits, by_hand, atol=1e-5, rtol=1e-5)
 
 
-# Aim 0.9 on both hand-written sets. The committed head (top three layers trained on the generator with
-# "my only complaint" reviews and 40 filler phrases, chosen over the two-layer run by validation accuracy,
-# 0.956 vs 0.954) measures 57/64 on the original set, one short of the aim (the two-layer head before it: 60/64),
-# and 45/60 = 0.75 on the set written blind before the implied-sentiment templates: implied sentiment in natural
-# text is still its weak point. Each threshold is one miss below the measured value.
-NATURAL_MINIMUM = {"natural": 56 / 64, "natural_blind": 44 / 60}
+def _recorded() -> dict:
+    return json.loads(text_model.SETTINGS_FILE.read_text())["metrics"]
 
 
-@pytest.mark.parametrize("name", NATURAL_MINIMUM)
-def test_accuracy_on_hand_written_natural_sentences(loaded, name):
+@pytest.fixture(scope="module")
+def figures(loaded):
+    """training.measure_text's figures for the built folder (calibrated with the temperature it carries)."""
+    from training.measure_text import measure
+
+    from rollout_core.calibration import config_temperature
+    from rollout_core.reliability.text import model_limits
+
     model, tokenizer = loaded
-    assert _accuracy(model, tokenizer, sentiment.natural(sentiment.NATURAL_SETS[name])) >= NATURAL_MINIMUM[name]
+    return measure(model, tokenizer, config_temperature(model.config), model_limits(model.config)["uncertain_below"])
 
 
-# rollout_core/data/mixed_reviews.csv: 30 multi-sentence reviews written before any change for issue 13. The
-# committed head measures 25/30 (the head before the "my only complaint" templates: 24/30); it now gets both
-# "my only complaint is ..." reviews right and misses "service was a bit slow, but the food made up for it", "it
-# does what it says. Nothing special, but it works and it was cheap" and three negatives whose first sentence
-# praises (the trailer, the lobby, the shoes). The threshold is two misses below that.
-MIXED_MINIMUM = 23 / 30
+@pytest.mark.parametrize("name", ["reviews_blind", "natural", "natural_blind", "mixed_reviews", "reviews_validation"])
+def test_the_built_model_is_the_trained_one_on_every_hand_written_set(figures, name):
+    """Training measured the model rebuilt from the stored int8 differences; setup's merge must give that model:
+    the same hits on every hand-written set and the same calibration error."""
+    recorded = _recorded()["hand_written"][name]
+    assert figures[name]["accuracy"] == recorded["accuracy"] and figures[name]["misses"] == recorded["misses"]
+    assert figures[name]["ece_after"] == pytest.approx(recorded["ece_after"], abs=2e-3)
 
 
-def test_accuracy_on_hand_written_mixed_reviews(loaded):
-    model, tokenizer = loaded
-    assert _accuracy(model, tokenizer, sentiment.mixed_reviews()) >= MIXED_MINIMUM
+def test_issue_27_targets_on_hand_written_text(figures):
+    """docs/MODELS.md: the blind reviews (written before training, never tuned on), the calibrated confidence of
+    its misses, and the confidence on neutral statements."""
+    blind = figures["reviews_blind"]
+    assert blind["accuracy"] >= BLIND_MINIMUM
+    assert blind["max_miss_confidence"] is None or blind["max_miss_confidence"] <= MISS_CONFIDENCE_MAXIMUM
+    assert blind["ece_after"] <= BLIND_ECE_MAXIMUM
+    assert figures["neutral"]["median_top_probability"] <= 0.75
+    for name, minimum in OLDER_SETS_MINIMUM.items():
+        assert figures[name]["accuracy"] >= minimum, name
 
 
-def test_built_config_carries_the_fitted_temperature(loaded):
-    """The temperature training fitted is in the built config, where explain_text finds it."""
+def test_built_config_carries_the_fitted_temperature_and_the_reliability_limits(loaded):
+    """The temperature and limits training fitted are in the built config, where explain_text finds them."""
     from rollout_core.calibration import CONFIG_KEY, config_temperature
+    from rollout_core.reliability.text import model_limits
 
     model, _ = loaded
-    fitted = json.loads(text_model.SETTINGS_FILE.read_text())["metrics"]["calibration"]["temperature"]
+    metrics = _recorded()
+    fitted = metrics["calibration"]["temperature"]
     assert getattr(model.config, CONFIG_KEY) == fitted and config_temperature(model.config) == fitted > 0
+    limits = model_limits(model.config)
+    assert limits["uncertain_below"] == metrics["reliability"]["uncertain_below"]
+    assert 0.5 < limits["uncertain_below"] < 1
+    assert limits["trained_max_tokens"] == metrics["reliability"]["trained_max_tokens"] >= 20
 
 
 def test_accuracy_on_generated_held_out_sentences(loaded):
     model, tokenizer = loaded
     test = sentiment.generate(600, seed=11, split="test")
-    assert _accuracy(model, tokenizer, test) >= 0.95
+    assert _accuracy(model, tokenizer, test) >= GENERATED_MINIMUM
     # held-out implied phrases are harder than held-out polar words, but far above chance
     assert _accuracy(model, tokenizer, [e for e in test if sentiment.decided_by_implied(e)]) >= 0.7
+
+
+def test_stored_differences_merge_back_within_half_a_step():
+    """int8 differences with one scale per row: the merged matrix is within half a step of the trained one, and
+    vectors and parameters without a pretrained value come back exactly."""
+    from rollout_core.build import deltas
+
+    torch.manual_seed(0)
+    base = {"w": torch.randn(6, 5), "b": torch.randn(5)}
+    trained = {"w": base["w"] + 0.01 * torch.randn(6, 5), "b": base["b"] + 1, "new.weight": torch.randn(2, 5)}
+    stored = deltas.quantise(trained, base)
+    assert stored["w" + deltas.INT8].dtype == torch.int8 and stored["w" + deltas.SCALE].shape == (6, 1)
+    merged = deltas.merge(base, stored)
+    step = (trained["w"] - base["w"]).abs().amax(1, keepdim=True) / 127
+    assert ((merged["w"] - trained["w"]).abs() <= step * 0.51 + 1e-7).all()  # bfloat16 scale: within 0.4%
+    assert torch.equal(merged["b"], trained["b"]) and torch.equal(merged["new.weight"], trained["new.weight"])
+    with pytest.raises(KeyError, match="base model lacks"):
+        deltas.merge({}, stored)
 
 
 def test_build_is_idempotent_and_rebuilds_when_assets_change(built, tmp_path, monkeypatch):

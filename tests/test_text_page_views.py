@@ -117,3 +117,14 @@ def test_zero_shot_labels_show_the_cosine_similarity_not_a_probability(tiny_mode
     frame = at.dataframe[0].value
     assert list(frame.columns) == ["label", "cosine similarity", "share among these labels"]
     assert frame["cosine similarity"].between(-1, 1).all()
+
+
+def test_the_highlight_is_per_word_unless_the_link_asks_for_tokens(tiny_model_dir: Callable[[str], Path]) -> None:
+    words = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="unbelievably crushes")
+    assert_clean(words)
+    units = [u for u, *_ in explorers(words)[0]["payload"]["panels"][0]["pieces"] if u >= 0]
+    assert len(units) == 2  # two words, whatever the tokenizer cut them into
+    tokens = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="unbelievably crushes", tokens="1")
+    assert_clean(tokens)
+    units = [u for u, *_ in explorers(tokens)[0]["payload"]["panels"][0]["pieces"] if u >= 0]
+    assert len(units) > 2 and tokens.checkbox(key="tokens").value

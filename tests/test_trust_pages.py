@@ -118,7 +118,7 @@ def test_a_photo_on_default_image_is_flagged_and_one_click_switches_to_dinov2(tm
     at = page("app_pages/image.py", model=model, example="chelsea")
     assert not at.exception and not at.error, [str(e.value) for e in at.error]
     warning = " ".join(str(w.value) for w in at.warning)
-    assert "trained on generated shapes only" in warning and "unsure" in warning
+    assert "Out of domain" in warning and "trained on generated shapes only" in warning and "features" in warning
     at.button(key="switch_photo_model").click().run()
     assert not at.exception and not at.error, [str(e.value) for e in at.error]
     assert at.session_state["model"] == "dinov2-small"

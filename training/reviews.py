@@ -139,6 +139,10 @@ VERDICT_POS = [
     "I'm a fan.", "Top marks.", "It was a pleasure from start to finish.", "Quality stuff.", "Pleasantly surprised.",
     "Hard to fault.", "I keep recommending it to friends.", "It has made my life easier.", "Worth the wait.",
     "Would happily go again.", "Solid and reliable.", "Brilliant value for money.", "A lovely experience overall.",
+    "Can't recommend them enough.", "Exactly what I was looking for.", "Happy with my purchase.", "Spot on.",
+    "Genuinely impressed.", "I'm very pleased I went with them.", "It's made a real difference.",
+    "I'll be a customer for life.", "Lived up to the hype.", "Delightful from start to finish.",
+    "Honestly one of the best things I've bought.", "Good honest service.", "Everything went smoothly.",
 ]
 VERDICT_NEG = [
     "Avoid.", "Total waste of money.", "Never again.", "Don't bother.", "One star is generous.", "Very disappointed.",
@@ -149,6 +153,10 @@ VERDICT_NEG = [
     "Frankly, a mess.", "Zero stars if I could.", "Cheaply made.", "Not what was advertised.", "Stay away.",
     "I wouldn't go back.", "Buyer beware.", "Shoddy.", "Deeply frustrating.", "Not good enough.",
     "I gave up on it.", "Sadly, it didn't work for me.", "It went straight back.", "A waste of an evening.",
+    "Not as described.", "Complete rubbish.", "I can't believe I paid for this.", "They've lost a customer.",
+    "What a letdown.", "It's a no from me.", "Fell well short.", "Avoid at all costs.", "Pretty poor, really.",
+    "It just isn't good.", "Never buying from them again.", "Absolutely dreadful service.",
+    "Not a patch on the old one.",
 ]
 # Implied outcomes: no polar word, the consequence decides. {thing} is the reviewed thing, {time} a span.
 IMPLIED_POS = [
@@ -163,6 +171,21 @@ IMPLIED_POS = [
     "I've been back four times this month.", "I no longer need the expensive version.",
     "I've slept through the night ever since.", "Our electricity bill went down noticeably.",
     "The queue outside tells you everything.", "I'd pay double for it.", "I cancelled my other subscriptions.",
+    "We've already told all our friends about it.", "I went back the next day to buy another.",
+    "It has survived two house moves and a toddler.", "Everyone at the party asked for the recipe.",
+    "I ended up watching the whole series in a weekend.", "I haven't had a single problem in {time}.",
+    "The difference was obvious from the first day.", "It sorted out a problem I'd had for years.",
+    "I stopped looking at other brands.", "We'll be using them for every job from now on.",
+    "My {person} has borrowed it so often that I bought a second one.", "I keep finding excuses to use it.",
+    "The whole family fought over who got to use it first.", "I'm on my third order already.",
+    "They called back within the hour, as promised.", "It arrived the next morning, well packed.",
+    "They sorted it out in one phone call.", "I got the job, thanks in part to this course.",
+    "I've worn them every day since they arrived.", "Our dog won't sleep anywhere else now.",
+    "I've lost six kilos since I started using it.", "It was over far too soon.",
+    "The time flew by.", "I laughed from start to finish.", "I've booked them again for the spring.",
+    "We gave them a tip on top of the bill.", "It's the only one that has ever fitted me properly.",
+    "They went out of their way to help.", "It took the stress out of the whole move.",
+    "I can finally hear the television again.", "The kids were quiet for the entire trip.",
 ]
 IMPLIED_NEG = [
     "It stopped working after {time}.", "I sent it back the next day.", "It went in the bin after {time}.",
@@ -176,6 +199,22 @@ IMPLIED_NEG = [
     "I'll be asking for a refund.", "It took {wait} to get through to anyone.", "The screen cracked on day one.",
     "I had to redo the whole job myself.", "I couldn't finish it.", "The zip broke on the first day.",
     "We were the only table they forgot.", "It was cancelled the night before with no explanation.",
+    "It's already showing cracks.", "I've had to restart it every morning.", "The refund took {time}.",
+    "It started making a grinding noise after {time}.", "The paint was chipped when it arrived.",
+    "We had to leave before the main course.", "It ended up in the charity shop.",
+    "I had to buy a replacement within {time}.", "The colour ran in the first wash.", "We never got our deposit back.",
+    "Nobody could tell us when it would be fixed.", "I spent the whole evening on hold.",
+    "Half the parts were missing.", "It took three visits to get it right, and it still isn't.",
+    "It switched itself off halfway through every cycle.", "I walked out after the first hour.",
+    "My feet were bleeding by lunchtime.", "The rain came straight through the seams.",
+    "We were kept awake all night by the noise.", "They billed me for work they never did.",
+    "The promised callback never came.", "The update wiped all my photos.",
+    "I couldn't get past the first chapter.", "My {person} fell asleep before the end.",
+    "It lost a wheel on the first outing.", "We found hair in the soup.", "The delivery driver left it in a puddle.",
+    "It arrived a month late and in pieces.", "I had to ask three times for a glass of water.",
+    "The lid no longer closes.", "It overheats if you leave it on for more than ten minutes.",
+    "It needed two new batteries in the first week.", "We got food poisoning.",
+    "The second half of the book is just filler.", "They kept the deposit and stopped answering.",
 ]
 TIME = ["two days", "three days", "a week", "ten days", "two weeks", "a month", "six weeks", "three months",
         "a year", "a fortnight", "one use", "a single trip"]
@@ -238,7 +277,7 @@ GOOD_EVENTS = ["it arrived a day early", "they refunded me the same day", "it wo
 EXPECT_POS = ["I didn't expect much, {pos}.", "I had my doubts, {pos}.", "I was sceptical at first, {pos}.",
               "I nearly didn't buy it, {pos}.", "I expected the worst after the reviews, {pos}."]
 EXPECT_NEG = ["I had high hopes, {neg}.", "I really wanted to like it, {neg}.", "I expected so much more, {neg}.",
-              "After all the hype, {neg}.", "I was so excited to try it, {neg}."]
+              "Everyone raved about it, {neg}.", "I was so excited to try it, {neg}."]
 EXPECT_POS_TAIL = ["but it turned out to be brilliant", "but it has won me over", "but I was proved wrong",
                    "but it's been fantastic", "but it's now my favourite"]
 EXPECT_NEG_TAIL = ["but it was a letdown", "but it fell flat", "but it didn't live up to it", "but it was dreadful",
@@ -276,6 +315,15 @@ NEUTRAL_TEMPLATES = [
     "The school term starts on the {ordinal} of {month}.", "The bank changed its opening hours in {month}.",
     "The {thing} has {n} settings and a timer.", "The new bridge will connect {town} and {town2}.",
     "The film is shown at {clock} and {clock2}.", "The central bank meets again in {month}.",
+    "The shop sells {thing}s and spare parts.", "The hotel has {n}0 rooms on four floors.",
+    "Most of the visitors came from {town}.", "The study followed {n}00 patients for two years.",
+    "The {vehicle} stops at {town} and {town2}.", "Our order number ends in {n}{n}.",
+    "The building was renovated in 19{n}{n}.", "The {event} was postponed until {month}.",
+    "The team will play {town} on {day}.", "The price includes breakfast and parking.",
+    "Registration closes on {day}.", "The office is on the {ordinal} floor.",
+    "We took the {vehicle} from {town} on {day} morning.", "It was my first time ordering from them.",
+    "Unemployment fell slightly in {month}, according to official figures.",
+    "The store moved to a bigger site last year.", "The {thing} was delivered on {day}.",
 ]
 PLACE = ["library", "post office", "pharmacy", "swimming pool", "town hall", "market", "museum", "gym", "bakery",
          "station", "supermarket", "dentist's surgery"]
@@ -315,6 +363,7 @@ def vader_words(min_abs: float = 2.0, max_std: float = 1.0) -> dict[bool, list[s
     return out
 
 
+_ADJECTIVE_ENDINGS = ("able", "ible", "ful", "less", "ous", "ive", "ic", "al", "ent", "ant", "ing", "ed", "y", "ish")
 VADER_FRAMES = ["One word: {w}.", "{W}, that's the only way to describe it.", "In a word, {w}.",
                 "The whole thing felt {w}.", "{W}. That sums it up.", "My verdict? {W}."]
 
@@ -348,6 +397,9 @@ class _Writer:
         r = self.rng
         noun, pos, neg = r.choice(ASPECTS[kind] + [("it", _GENERAL_POS, _GENERAL_NEG)])
         predicate = r.choice(pos if positive else neg)
+        adjectives = self.lexicon[positive] and [w for w in self.lexicon[positive] if w.endswith(_ADJECTIVE_ENDINGS)]
+        if adjectives and r.random() < 0.2:
+            predicate = f"is {r.choice(('', '', 'really ', 'very ', 'quite ', 'just '))}{r.choice(adjectives)}"
         subject = thing if noun == "it" and r.random() < 0.5 else noun
         if subject in ("they",) and predicate.startswith("is "):
             predicate = "are " + predicate[3:]

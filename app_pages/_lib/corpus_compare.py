@@ -12,6 +12,7 @@ from app_pages._lib import core
 from app_pages._lib.inputs import TEXT_PARAM, upload_store
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import MAX_URL_TEXT, param
+from app_pages._lib.visitor import visitor
 from rollout_core.corpus.compare_report import patch_map, report_html, side_row
 from rollout_core.corpus.compare_rows import GROUPINGS, KINDS
 from rollout_core.corpus.compare_runs import compare_runs
@@ -53,7 +54,7 @@ def compare_link(result: CorpusComparison, row: pd.Series) -> str | None:
         params.update(mode="models", model_b=model_b)
     text = str(row["text"])
     if len(text) > MAX_URL_TEXT:
-        params[TEXT_PARAM] = upload_store().put(text.encode("utf-8"), "text")
+        params[TEXT_PARAM] = upload_store().put_text(text, visitor())
     else:
         params["text"] = text
     return "compare?" + urlencode(params)

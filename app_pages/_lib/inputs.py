@@ -3,7 +3,10 @@ their names in the URL.
 
 An upload is kept in a bounded server-side store (`rollout_core.serving.upload_store`) and named in the URL
 by its content hash (`upload=<digest>`, replacing `example=`), so a shared link shows that upload, or says
-plainly that this server no longer has it, never another image. A text too long for a URL goes the same way.
+plainly that this server no longer has it, never another image. A text too long for a URL goes the same way
+(`text_id=<digest>`). The store is typed: a link naming an input of the other kind, or an image whose bytes do
+not decode, gets the same "this server does not have it" note. Each input is stored for its visitor, whose own
+oldest inputs make room first.
 """
 from __future__ import annotations
 
@@ -14,8 +17,11 @@ import streamlit as st
 from app_pages._lib import core
 from app_pages._lib.safe import safe_text
 from app_pages._lib.state import MAX_URL_TEXT, param
+from app_pages._lib.visitor import visitor
 from rollout_core.data.example_images import example_images
 from rollout_core.data.sentiment import EXAMPLE_SENTENCES
+from rollout_core.errors import RolloutError
+from rollout_core.inputs.images import load_image
 from rollout_core.serving.upload_store import UploadStore, is_digest
 
 UPLOAD_TYPES = ["png", "jpg", "jpeg", "webp", "bmp", "gif"]
@@ -58,7 +64,7 @@ def image_input(label: str = "Upload an image (png, jpeg, webp, bmp, gif: first 
     upload = st.file_uploader(label, type=UPLOAD_TYPES, key="upload", on_change=_on_upload_change)
     if upload is not None:
         data = upload.getvalue()
-        key = upload_store().put(data, upload.name)
+        key = upload_store().put_image(data, upload.name, visitor())
         st.session_state[_MINE] = st.query_params[UPLOAD_PARAM] = key
         if "example" in st.query_params:
             del st.query_params["example"]
@@ -80,8 +86,11 @@ def image_input(label: str = "Upload an image (png, jpeg, webp, bmp, gif: first 
 
 
 def _stored_upload(named: str, names: list[str], example_label: str) -> ImageChoice:
-    """The stored upload `named` (with a caption saying which), or an error saying this server lacks it."""
-    stored = upload_store().get(named) if is_digest(named) else None
+    """The stored upload `named` (with a caption saying which), or an error saying this server lacks it (also for
+    a name that is not an image's, or an image whose bytes do not decode)."""
+    stored = upload_store().image(named) if is_digest(named) else None
+    if stored is not None and not _decodes(stored.data):
+        stored = None
     if stored is None:
         st.error(safe_text(f"This link names an uploaded image (upload={named[:40]}) that this server does not "
                            "have: uploads are kept for a limited time and count, and not across restarts. Upload "
@@ -97,6 +106,14 @@ def _stored_upload(named: str, names: list[str], example_label: str) -> ImageCho
     return ImageChoice(None, "upload") if stored is None else ImageChoice(stored.data, stored.name)
 
 
+def _decodes(data: bytes) -> bool:
+    try:
+        load_image(data)
+    except RolloutError:
+        return False
+    return True
+
+
 TEXT_PARAM = "text_id"
 _LAST_TEXT = "_last_text"
 
@@ -107,21 +124,21 @@ def text_input(label: str = "Text", height: int = 80) -> str:
     link as `text_id=<digest>`; a link whose long text this server lacks says so (the default text is shown)."""
     named = st.query_params.get(TEXT_PARAM)
     if "text" not in st.session_state and named is not None:
-        stored = upload_store().get(named) if is_digest(named) else None
+        stored = upload_store().text(named) if is_digest(named) else None
         if stored is None:
             st.error(safe_text(f"This link names a long text (text_id={named[:40]}) that this server does not "
                                "have: texts too long for a link are kept for a limited time and count, and not "
                                "across restarts. The default text is shown instead; paste the text again."))
             del st.query_params[TEXT_PARAM]
         else:
-            st.session_state["text"] = stored.data.decode("utf-8")
+            st.session_state["text"] = stored
     if "text" not in st.session_state and "text" not in st.query_params and _LAST_TEXT in st.session_state:
         st.session_state["text"] = st.session_state[_LAST_TEXT]  # the text of the page the user came from
     param("text", EXAMPLE_SENTENCES[0])
     text = st.text_area(label, key="text", height=height, max_chars=200_000)
     st.session_state[_LAST_TEXT] = text
     if len(text) > MAX_URL_TEXT:
-        st.query_params[TEXT_PARAM] = upload_store().put(text.encode("utf-8"), "text")
+        st.query_params[TEXT_PARAM] = upload_store().put_text(text, visitor())
     elif TEXT_PARAM in st.query_params:
         del st.query_params[TEXT_PARAM]
     return text

@@ -22,7 +22,7 @@ from app_pages._lib.safe import safe_text
 from app_pages._lib.state import param
 from rollout_core.explanation import Explanation
 from rollout_core.figures import layer_views
-from rollout_core.figures._common import one_map, raw_label, slider_label
+from rollout_core.figures._common import one_map, raw_label, raw_slider_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData, Payload
 from rollout_core.figures.standalone import explorer_asset
 
@@ -82,8 +82,17 @@ def _cached(build: Callable[..., Payload]) -> Callable[..., Payload]:
 
 
 @_cached
-def text_payload(expl: Explanation, shared_scale: bool = False) -> Payload:
-    return layer_views.text_payload(expl, shared_scale=shared_scale)
+def text_payload(expl: Explanation, shared_scale: bool = False, level: str = "word") -> Payload:
+    return layer_views.text_payload(expl, shared_scale=shared_scale, level=level)
+
+
+def token_toggle() -> str:
+    """The URL-backed "word pieces" checkbox: the highlight and bars per token instead of per word."""
+    param("tokens", False)
+    tokens = st.checkbox("Word pieces (tokens)", key="tokens",
+                         help="Off (default): one value per word, its pieces' shares summed, as the summary names "
+                              "them. On: the tokenizer's own pieces (e.g. 'crush' + 'es'), each with its share.")
+    return "token" if tokens else "word"
 
 
 @_cached
@@ -136,7 +145,8 @@ def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "l
                        "so the figures under the layer slider cannot be drawn (the highlight and summary still follow "
                        "it).")
     data: ExplorerData = {"payload": payload, "layers": num_layers, "layer": layer, "raw": raw,
-                          "label": slider_label(*methods), "raw_label": raw_label(*methods),
+                          "label": slider_label(*methods), "raw_slider_label": raw_slider_label(*methods),
+                          "raw_label": raw_label(*methods),
                           "one_map": one_map(*methods), "plotly_url": plotly_url, "controls": specs,
                           "identity": identity,
                           "url": {"layer": key, "raw": f"{key}_raw",

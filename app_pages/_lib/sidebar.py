@@ -70,6 +70,10 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     default = default if default in offered else offered[0]
     for name, first, choices in (("method", default, offered), ("fusion", "mean", FUSIONS)):
         param(k(name), first, choices)
+    chosen_for, model_key = st.session_state.get(f"_{k('method')}_model"), f"_{k('method')}_model"
+    if chosen_for is not None and chosen_for != model:  # another model or modality: its own measured default
+        st.session_state[k("method")] = default
+    st.session_state[model_key] = model
     stale = st.session_state[k("method")]
     if stale not in offered:  # chosen for another model or input: say why it is not offered here
         why = methods.get(stale).refusal(handle, zero_shot=zero_shot) if handle is not None else None
@@ -77,7 +81,7 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         st.session_state[k("method")] = default
     method = st.selectbox("Method", offered, key=k("method"),
                           format_func=lambda m: method_label(m, record))
-    _figures_caption(record, model)
+    _figures_caption(record, model, handle)
     spec = methods.get(method)
     fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=not spec.uses_head_fusion,
                           help="How the heads of a layer are combined (gradient rollout weights heads itself).")
@@ -131,26 +135,38 @@ def method_label(method: str, record: dict | None) -> str:
     values = (record or {}).get("methods", {}).get(method)
     if not isinstance(values, dict):
         return title
-    parts = [f"{word} {values[m]:.2f}" for word, m in (("pointing", "pointing_game"), ("deletion", "deletion_auc"))
-             if isinstance(values.get(m), (int, float))]
+    parts = [f"{word} {values[m]:.2f}" for word, m in FIGURE_WORDS if isinstance(values.get(m), (int, float))]
     return " · ".join([title, *parts])
 
 
-def _figures_caption(record: dict | None, model: str | None) -> None:
+FIGURE_WORDS = (("pointing", "pointing_game"), ("deletion", "deletion_auc"), ("lift", "mass_lift"))
+"""The measures a picker shows beside a method, in words."""
+RANKING_WORDS = {"pointing_game": "pointing", "deletion_auc": "deletion", "mass_lift": "mass lift on the object"}
+
+
+NO_PREDICTION = ("image-backbone", "text-encoder")
+"""Tasks without a prediction whose probability the "Check this map" button could follow."""
+
+
+def _figures_caption(record: dict | None, model: str | None, handle: Any = None) -> None:
     if record is None:
-        if model:
+        if model and (handle is None or handle.task not in NO_PREDICTION):
             st.caption("No measured figures for this model: “Check this map” under the map compares its deletion "
                        "curve with random orderings on the current input.")
+        elif model:
+            st.caption("No measured figures for this model (and no prediction a check could follow).")
         return
     chance = record.get("random") or {}
-    against = " · ".join(f"{word} {chance[m]:.2f}" for word, m in (("pointing", "pointing_game"),
-                                                                    ("deletion", "deletion_auc"))
+    against = " · ".join(f"{word} {chance[m]:.2f}" for word, m in FIGURE_WORDS
                          if isinstance(chance.get(m), (int, float)))
     where = safe_text(f"{measured.describe_dataset(record, long=False)}, {record.get('date', '?')}")
-    st.caption(f"Figures measured on {where}: "
-               f"pointing game ↑ (top position on the deciding region), deletion AUC ↓. Random: {against}. "
-               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on pointing, "
-               "then deletion.")
+    shown = [m for _, m in FIGURE_WORDS if any(isinstance(v, dict) and isinstance(v.get(m), (int, float))
+                                               for v in record.get("methods", {}).values())]
+    meaning = {"pointing_game": "pointing game ↑ (top position on the deciding region)",
+               "deletion_auc": "deletion AUC ↓", "mass_lift": "mass lift ↑ (share on the object over a flat map's)"}
+    best_on = ", then ".join(RANKING_WORDS.get(m, m) for m, _ in measured.ranked_by(record))
+    st.caption(f"Figures measured on {where}: {', '.join(meaning[m] for m in shown)}. Random: {against}. "
+               f"Default: {methods.get(measured.default_method(model, methods.names())).title}, the best on {best_on}.")
 
 
 def _target(raw: str) -> str | int | None:

@@ -1,5 +1,5 @@
 """How far to trust the map on screen: one line from the model's measured figures, or a check on request;
-and, on the image page, a warning when an image is far from what a shapes model was trained on."""
+and, beside an image's out-of-domain note, the offer of the photo model."""
 from __future__ import annotations
 
 import hashlib
@@ -10,7 +10,8 @@ import streamlit as st
 from app_pages._lib import core
 from app_pages._lib.safe import safe_text
 from rollout_core import methods
-from rollout_core.models import domain, measured, registry
+from rollout_core.models import measured, registry
+from rollout_core.reliability.image import OUT_OF_DOMAIN
 
 PHOTO_MODEL = "dinov2-small"
 _CHECKS = "trust_checks"
@@ -49,6 +50,11 @@ def _measured_sentence(record: dict, values: dict, kind: str, method: str) -> st
     where = safe_text(measured.describe_dataset(record))
     chance = (record.get("random") or {}).get("pointing_game")
     pointing = values.get("pointing_game")
+    lift = values.get("mass_lift")
+    if isinstance(lift, (int, float)):  # a study with object boxes (dinov2-small on photos)
+        top = f", and its top patch lies inside the box on {pointing:.0%} of them" if isinstance(pointing, float) else ""
+        return (f"On {where}, this method puts {lift:.1f}x a flat map's share of its mass on the object{top} "
+                "(a small study: a guide, not a guarantee).")
     if isinstance(pointing, (int, float)):
         top = "top token is a deciding word" if kind == "text" else "top patch lies on the deciding shape"
         tail = f"; random {chance:.0%}." if isinstance(chance, (int, float)) else "."
@@ -94,15 +100,11 @@ def _check(name: str, allow_pickle: bool, source: str | bytes, exp: Any) -> str:
                      f"uses: {verdict} chance.")
 
 
-def domain_warning(name: str, exp: Any) -> None:
-    """On a shapes-only model, say when the image is far from generated shapes, and offer the photo model."""
-    if not domain.is_shapes_model(name) or not exp.prediction or exp.image is None:
+def photo_model_offer(exp: Any) -> None:
+    """Beside an out-of-domain note (an image far from a shapes model's training data, `Explanation.warnings`),
+    a button that switches to the photo model when it is built."""
+    if not any(note.startswith(OUT_OF_DOMAIN) for note in exp.warnings):
         return
-    check = domain.shapes_domain(exp.image, exp.prediction[0].probability)
-    if not check.far:
-        return
-    st.warning(safe_text(f"{name} was trained on generated shapes only, and this image looks far from them: "
-                         f"{'; '.join(check.reasons)}. Its prediction and map say little about a photo."))
     entry = registry.lookup(PHOTO_MODEL)
     if entry is not None and registry.is_available(entry):
         st.button(f"Switch to {PHOTO_MODEL} (pretrained on photos)", key="switch_photo_model",

@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from app_pages._lib.safe import safe_text
-from rollout_core import figures
+from rollout_core import figures, methods
 
 
 def prediction(exp: Any, title: str = "Prediction") -> None:
@@ -47,6 +47,15 @@ def _zero_shot(exp: Any, title: str) -> None:
         "share among these labels": st.column_config.NumberColumn(
             format="%.3f", help="Softmax of the similarities over the labels given: it changes with the labels "
                                 "you list, and is not the probability that the label is right.")})
+
+
+def method_words(exp: Any) -> str:
+    """The method by its display name and what it covers: "ALTI rollout, 6 layers", "AttnLRP (...), whole model"."""
+    name = safe_text(methods.display_name(exp.method))
+    spec = methods.get(exp.method) if exp.method in methods.names() else None
+    if spec is not None and not spec.layered:
+        return f"{name}, whole model"
+    return f"{name}, {exp.num_layers} layer{'s' if exp.num_layers != 1 else ''}"
 
 
 def layer_index(layer: int) -> int:

@@ -1,8 +1,8 @@
 """Fine-tuned parameters stored as int8 differences from the pretrained ones, merged back at setup.
 
-A fine-tuned matrix W differs from the pretrained W0 by a small D = W - W0. D is stored as int8 with one scale
-per output row (scale = max |row| / 127), so the stored file is a quarter of float32 and the rounding error is at
-most half a scale step, far below D itself; vectors (biases, LayerNorm) and parameters with no pretrained value
+A fine-tuned matrix W differs from the pretrained W0 by a small D = W - W0. D is stored as int8 with one bfloat16
+scale per output row (about max |row| / 127), so the stored file is a quarter of float32 and the rounding error is
+at most half a scale step, far below D itself; vectors (biases, LayerNorm) and parameters with no pretrained value
 (a new classifier) are stored whole in float32. `merge` rebuilds W0 + D exactly as `quantise` rounded it, and the
 training script measures the model through that same rounding, so the merged model is the measured one.
 """
@@ -22,12 +22,17 @@ def quantise(trained: dict[str, torch.Tensor], base: dict[str, torch.Tensor]) ->
         value = value.detach().float()
         if key in base and value.ndim == 2:
             delta = value - base[key].float()
-            scale = (delta.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-12)
-            out[key + INT8] = torch.round(delta / scale).clamp(-127, 127).to(torch.int8).contiguous()
+            scale = (delta.abs().amax(dim=1, keepdim=True) / 127).clamp_min(1e-12).to(torch.bfloat16)
+            out[key + INT8] = torch.round(delta / scale.float()).clamp(-127, 127).to(torch.int8).contiguous()
             out[key + SCALE] = scale.contiguous()
         else:
             out[key + WHOLE] = value.contiguous()
     return out
+
+
+def compact(stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """`stored` with its scales in bfloat16 (runs saved when scales were float32); the int8 values are kept."""
+    return {key: value.to(torch.bfloat16) if key.endswith(SCALE) else value for key, value in stored.items()}
 
 
 def merge(base: dict[str, torch.Tensor], stored: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:

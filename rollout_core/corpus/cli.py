@@ -88,8 +88,8 @@ def _run(args: argparse.Namespace) -> int:
     if args.engine == "ray" and args.precision != "float32":
         raise InputError("--precision int8 is for the local engine (--engine local)")
     corpus = read_corpus(args.data, text_column=args.text_column, limit=args.limit)
-    run_corpus(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size,
-               chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers, precision=args.precision,
-               engine=args.engine)
-    print(f"wrote {len(corpus)} rows to {args.out}")
+    report = run_corpus(args.model, corpus, args.out, method=args.method, batch_size=args.batch_size,
+                        chunk_rows=args.chunk_rows, top_k=args.top_k, workers=args.workers, precision=args.precision,
+                        engine=args.engine)
+    print("\n".join(report.lines()))
     return 0

@@ -16,8 +16,15 @@ from rollout_core.errors import InputError
 BY = {"a": "prediction_a", "b": "prediction_b", "label": "label"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """A bad command line is an InputError (one `error: ...` line, exit status 2), not argparse's usage text."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise InputError(f"{message} (see `{self.prog} --help`)")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="rollout corpus compare",
         description="Compare two corpus runs over the same rows (two models, checkpoints or methods): prediction "
                     "agreement, rank correlation of the explanations, the words whose mean share moved most per "
@@ -44,12 +51,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     """Run the comparison; errors surface as rollout_core.errors (the main CLI prints them as one line)."""
-    p = parser()
     try:
-        args = p.parse_args(list(argv))
-    except SystemExit as exit_:
-        if exit_.code:
-            raise InputError(f"bad arguments (see `{p.prog} --help`)") from None
+        args = parser().parse_args(list(argv))
+    except SystemExit:  # --help, printed
         return 0
     from tqdm import tqdm
 

@@ -1,17 +1,16 @@
 """Explain a corpus in batches into a folder of Parquet chunks, resumable, on local threads or Ray actors.
 
 The batches are explained by `rollout_core.serving.workers.map_items` (threads of this process, or Ray actors that
-each load the model once); this process writes every chunk (`run_corpus` -> `_write_chunk`), whatever the engine.
-Each chunk is written to a temporary name and renamed into place, so a crash or Ctrl-C leaves only whole chunks; a
-rerun skips every id already present in a chunk.
+each load the model once); this process writes every chunk, whatever the engine, into a `folder.ResultFolder`:
+one run at a time, each chunk whole and recorded with its ids and checksum, so a rerun explains exactly the rows
+the folder does not hold (see `rollout_core.corpus.folder`). Rows whose cell cannot be explained are skipped and
+listed (`rollout_core.corpus.cells`).
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
 import functools
-import json
-import os
 import sys
 import warnings
 from pathlib import Path
@@ -20,12 +19,14 @@ from typing import Any, Callable, Iterator
 import numpy as np
 import pandas as pd
 import pyarrow as pa
-import pyarrow.parquet as pq
 import torch
 from tqdm import tqdm
 
 from rollout_core import methods
 from rollout_core.compare import word_scores, word_shares
+from rollout_core.corpus import cells as corpus_cells
+from rollout_core.corpus.folder import Lost, open_for_writing
+from rollout_core.corpus.folder import read_results  # noqa: F401  (the folder's reader, where callers look for it)
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_texts, text_batches
 from rollout_core.explanation_data import Prediction
@@ -37,7 +38,6 @@ from rollout_core.serving.workers import map_items
 
 TOP_K = 5
 SCHEMA_VERSION = 2
-MANIFEST = "manifest.json"
 PRECISIONS = ("float32", "int8")
 
 SCHEMA = pa.schema([
@@ -102,41 +102,9 @@ def _units(model: Any, rows: pd.DataFrame, method: str, batch_size: int) -> Iter
             yield result.predictions[b], word_shares(enc.text, enc.offsets, enc.special, scores[b, :len(enc.input_ids)])
 
 
-def done_ids(out_dir: Path) -> set[str]:
-    """Ids already written in whole chunks of `out_dir`."""
-    ids: set[str] = set()
-    for chunk in sorted(out_dir.glob("chunk-*.parquet")):
-        ids.update(pq.read_table(chunk, columns=["id"]).column("id").to_pylist())
-    return ids
-
-
-def _write_chunk(table: pa.Table, out_dir: Path, index: int) -> None:
-    final = out_dir / f"chunk-{index:06d}.parquet"
-    tmp = out_dir / f".chunk-{index:06d}.parquet.tmp"
-    pq.write_table(table, tmp)
-    os.replace(tmp, final)
-
-
 def model_label(model: Any) -> str:
     """The name a result folder records for `model` (a registry name, hub id, folder, or a loaded handle)."""
     return str(getattr(model, "name", model))
-
-
-def check_manifest(out: Path, facts: dict[str, Any]) -> None:
-    """Record what the folder's rows were made with; refuse to mix rows of other settings into it."""
-    path = out / MANIFEST
-    if path.is_file():
-        try:
-            recorded = json.loads(path.read_text(encoding="utf-8"))
-        except ValueError as err:
-            raise InputError(f"{path} is damaged ({err}); use a new --out folder") from err
-        if recorded != facts:
-            differ = ", ".join(f"{k} {recorded.get(k)!r} (now {v!r})" for k, v in facts.items() if recorded.get(k) != v)
-            raise InputError(f"{out} holds results made with other settings: {differ}; use a new --out folder")
-        return
-    if any(out.glob("chunk-*.parquet")):
-        raise InputError(f"{out} holds result chunks without a {MANIFEST}; use a new --out folder")
-    path.write_text(json.dumps(facts), encoding="utf-8")
 
 
 def check_precision(precision: str, method: str) -> None:
@@ -222,17 +190,44 @@ def explain_chunks(model: Any, chunks: list[pd.DataFrame], method: str, batch_si
             yield pa.concat_tables(done).take(np.argsort(order))
 
 
+@dataclasses.dataclass(frozen=True)
+class RunReport:
+    """What a `run_corpus` call left in its folder."""
+
+    out: Path
+    held: int  # rows the folder holds now (each id once)
+    written: int  # rows this run wrote
+    lost: tuple[Lost, ...]  # recorded chunks found missing or damaged (their rows were explained again)
+    adopted: int  # chunks of a folder from before the journal, recorded as found
+    cells: corpus_cells.Cells  # the rows skipped and cut
+
+    def lines(self) -> list[str]:
+        """The run's summary for a person: what the folder holds, and every row not explained as given."""
+        lines = [f"{self.out} holds {corpus_cells.count(self.held, 'row')} ({self.written:,} written by this run)"]
+        for lost in self.lost:
+            rows = "its rows" if lost.rows is None else f"its {corpus_cells.count(lost.rows, 'row')}"
+            lines.append(f"{lost.name} was {lost.why}: {rows} were explained again")
+        if self.adopted:
+            lines.append(f"{corpus_cells.count(self.adopted, 'chunk')} written before the folder kept a journal "
+                         "checked and recorded")
+        lines.extend(corpus_cells.describe(self.cells))
+        if len(self.cells.skipped):
+            lines.append(f"the skipped rows are listed in {self.out / 'skipped.csv'}")
+        return lines
+
+
 def run_corpus(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method: str = "rollout",
                batch_size: int = 16, chunk_rows: int = 256, top_k: int = TOP_K, workers: int = 2,
                precision: str = "float32", engine: str = "local", address: str | None = None,
-               progress: Callable[[int, int], None] | None = None) -> Path:
-    """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; returns `out_dir`.
+               progress: Callable[[int, int], None] | None = None) -> RunReport:
+    """Explain every row of `corpus` not yet in `out_dir` into Parquet chunks; what the folder holds then.
 
     `engine` "local": `workers` threads explain whole batches, each with one torch thread (1: the calling thread
     with torch's own thread count); "ray": `workers` Ray actors (RAY_ADDRESS or `address`: a cluster), each loading
     the model by its name. Either way this process writes the chunks, so a Ray run resumes as a local one does.
     `precision` "int8": the model's linear layers in int8 (`at_precision`; faster, approximate, recorded in the
-    manifest); "float32": exact.
+    manifest); "float32": exact. Rows with a missing, empty or non-text cell are skipped (`RunReport.cells`,
+    `skipped.csv`); texts over `cells.MAX_TEXT_CHARS` characters are cut there.
 
     `progress(done, to_do)` is called after every batch; without it a progress bar with rate and time left goes
     to stderr.
@@ -240,45 +235,33 @@ def run_corpus(model: Any, corpus: pd.DataFrame, out_dir: str | Path, *, method:
     if batch_size < 1 or chunk_rows < 1 or workers < 1:
         raise InputError("batch_size, chunk_rows and workers must be >= 1")
     check_precision(precision, method)
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
     facts = {"model": model_label(model), "method": method, "top_k": top_k, "schema": SCHEMA_VERSION}
     if precision != "float32":  # float32 folders keep the manifest they had before the option existed
         facts["precision"] = precision
-    check_manifest(out, facts)
-    for stale in out.glob(".chunk-*.tmp"):
-        stale.unlink()
-    todo = corpus[~corpus["id"].isin(done_ids(out))]
-    if engine == "local" and not todo.empty and not isinstance(model, ModelHandle):
-        model = load_model(model)
-    index = len(list(out.glob("chunk-*.parquet")))
-    bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
-    done = 0
+    cells = corpus_cells.usable(corpus)
+    with open_for_writing(Path(out_dir), facts) as folder:
+        folder.write_skipped(cells.skipped)
+        todo = cells.rows[~cells.rows["id"].astype(str).isin(folder.done_ids())]
+        if engine == "local" and not todo.empty and not isinstance(model, ModelHandle):
+            model = load_model(model)
+        bar = None if progress is not None else tqdm(total=len(todo), unit="row", file=sys.stderr, smoothing=0.1)
+        done = written = 0
 
-    def advance(rows: int) -> None:
-        nonlocal done
-        done += rows
-        if bar is not None:
-            bar.update(rows)
-        else:
-            progress(done, len(todo))
+        def advance(rows: int) -> None:
+            nonlocal done
+            done += rows
+            if bar is not None:
+                bar.update(rows)
+            else:
+                progress(done, len(todo))
 
-    try:
-        chunks = [todo.iloc[first:first + chunk_rows] for first in range(0, len(todo), chunk_rows)]
-        for table in explain_chunks(model, chunks, method, batch_size, top_k, advance, workers, engine=engine,
-                                    address=address, precision=precision):
-            _write_chunk(table, out, index)
-            index += 1
-    finally:
-        if bar is not None:
-            bar.close()
-    return out
+        try:
+            chunks = [todo.iloc[first:first + chunk_rows] for first in range(0, len(todo), chunk_rows)]
+            for table in explain_chunks(model, chunks, method, batch_size, top_k, advance, workers, engine=engine,
+                                        address=address, precision=precision):
+                written += len(folder.write_chunk(table).ids)
+        finally:
+            if bar is not None:
+                bar.close()
+        return RunReport(folder.path, folder.rows(), written, tuple(folder.lost), folder.adopted, cells)
 
-
-def read_results(out_dir: str | Path) -> pd.DataFrame:
-    """All rows of a result folder as one frame."""
-    out = Path(out_dir)
-    chunks = sorted(out.glob("chunk-*.parquet"))
-    if not chunks:
-        raise InputError(f"{out} holds no result chunks")
-    return pa.concat_tables([pq.read_table(c) for c in chunks]).to_pandas()

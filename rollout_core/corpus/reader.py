@@ -41,7 +41,8 @@ def read_corpus(path: str | Path, text_column: str = "text", label_column: str |
 
 def _table_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
-    readers = {".csv": pd.read_csv, ".jsonl": lambda p: pd.read_json(p, lines=True),
+    # CSV cells are all text (a text column of numbers stays text); only an empty cell is missing
+    readers = {".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False, na_values=[""]), ".jsonl": lambda p: pd.read_json(p, lines=True),
                ".ndjson": lambda p: pd.read_json(p, lines=True), ".parquet": pd.read_parquet}
     if suffix not in readers:
         raise InputError(f"unsupported corpus format {suffix!r}: use .csv, .jsonl, .parquet, a folder saved with "
@@ -101,7 +102,7 @@ def _rows(frame: pd.DataFrame, path: Path, text_column: str, label_column: str |
     if content is None:
         raise InputError(f"{path} has no {text_column!r} column (columns: {', '.join(map(str, frame.columns))})")
     key = "text" if content == text_column else "image"
-    out = pd.DataFrame({key: frame[content].astype(str) if key == "text" else frame[content]})
+    out = pd.DataFrame({key: frame[content].astype(object)})  # missing and non-text cells are skipped later (cells)
     out["id"] = frame["id"].astype(str) if "id" in frame.columns else [str(i) for i in range(len(frame))]
     if out["id"].duplicated().any():
         raise InputError(f"{path}: the id column has duplicates")

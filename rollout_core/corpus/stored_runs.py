@@ -1,8 +1,8 @@
 """A finished corpus run as stored: its Parquet files, their row counts, its manifest; read in pieces.
 
-Runs written by `engine.run_corpus` (local or Ray engine) hold `chunk-*.parquet` and a manifest; folders of the
-former Ray Data engine hold the `*.parquet` files it wrote. Both are read by column and by file, so nothing here holds
-a whole run.
+A run's files are the chunks its journal records (`folder.recorded_chunks`, each checked against its recorded
+size); folders written by the Ray Data engine of earlier versions hold `*.parquet` files and no manifest. Both are
+read by column and by file, so nothing here holds a whole run.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from typing import Any, Sequence
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rollout_core.corpus.engine import MANIFEST, SCHEMA
+from rollout_core.corpus.engine import SCHEMA
+from rollout_core.corpus.folder import MANIFEST, recorded_chunks
 from rollout_core.errors import InputError
 
 
@@ -54,15 +55,23 @@ def open_run(folder: str | Path, name: str = "run") -> StoredRun:
             raise InputError(f"{name}: {path / MANIFEST} is damaged ({err})") from err
         if not isinstance(manifest, dict):
             raise InputError(f"{name}: {path / MANIFEST} is not a manifest")
-    files = tuple(sorted(path.glob("chunk-*.parquet") if manifest is not None else path.glob("*.parquet")))
+    if manifest is not None:  # the chunks the journal records as whole, in the order they were written
+        recorded = recorded_chunks(path)
+        files, sizes = tuple(path / c.name for c in recorded), [c.size for c in recorded]
+    else:
+        files = tuple(sorted(path.glob("*.parquet")))
+        sizes = [None] * len(files)
     if not files:
         raise InputError(f"{name}: {path} holds no result chunks (write one with `rollout corpus --out {path}`)")
     counts = []
-    for file in files:
+    for file, size in zip(files, sizes):
         try:
+            if size is not None and file.stat().st_size != size:
+                raise OSError("its size is not the recorded one")
             stored = pq.ParquetFile(file)
         except (pa.ArrowInvalid, OSError) as err:
-            raise InputError(f"{name}: {file} is not a readable Parquet file ({err})") from err
+            raise InputError(f"{name}: {file} is missing or damaged ({getattr(err, 'strerror', None) or err}); "
+                             f"rerun the corpus command into {path} to explain its rows again") from None
         names = set(stored.schema_arrow.names)
         missing = [c for c in SCHEMA.names if c not in names]
         if missing:

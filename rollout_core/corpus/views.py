@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from rollout_core.corpus.engine import MANIFEST
+from rollout_core.corpus.folder import MANIFEST
 from rollout_core.figures._common import visible
 from rollout_core.inputs.text import normalise_text
 

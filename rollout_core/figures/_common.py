@@ -94,6 +94,12 @@ def slider_label(*methods: str) -> str:
     return "Layer (cumulative rollout up to this layer)" if all(map(is_cumulative, methods)) else "Layer"
 
 
+def raw_slider_label(*methods: str) -> str:
+    """The layer slider's label while the per-layer view is on: what one layer alone shows."""
+    views = list(dict.fromkeys(_layer_view(m) for m in methods)) or ["raw attention"]
+    return f"Layer (its own {' / '.join(views)}, this layer alone)"
+
+
 def raw_label(*methods: str) -> str:
     """The raw-view toggle's label: what each method's per-layer view shows (its registry `layer_view`), e.g.
     "Show this layer's own attention instead", "Show this layer's own ALTI contributions instead"."""
@@ -158,6 +164,34 @@ def luminance(rgb: tuple[int, int, int]) -> float:
 def ink_for(rgb: tuple[int, int, int]) -> str:
     """Black or white text, whichever contrasts more with the background (WCAG threshold)."""
     return "#000000" if luminance(rgb) > 0.179 else "#ffffff"
+
+
+SIGNED_SCALE = DIFFERENCE_SCALE
+"""Signed maps (evidence for and against the class): red for, blue against, white at 0."""
+FLAT_FLOOR = 2.0
+"""A map of shares is coloured up to at least this many times the uniform share (1/n): a flat map then reads as
+pale, half way up the scale, instead of every position stretched to the darkest colour."""
+
+
+def colour_range(values: np.ndarray, signed: bool = False) -> tuple[float, float]:
+    """(bottom, top) of the colour scale of shown `values` (shares summing to 1, or signed shares): -m..m around
+    0 for signed ones (m the largest size), else 0 to the largest share, but never below FLAT_FLOOR / n."""
+    values = np.asarray(values, dtype=np.float64)
+    if signed:
+        size = float(np.nanmax(np.abs(values))) if values.size else 0.0
+        size = size if size > 0 else 1.0
+        return -size, size
+    return 0.0, max(positive_max(values), FLAT_FLOOR / values.size if values.size else 0.0)
+
+
+def value_title(expl: Explanation) -> str:
+    """What a shown value is, for axes and legends."""
+    return "signed share: for (+) / against (−)" if expl.signed else "share of the shown mass"
+
+
+def scale_of(expl: Explanation, scale: str = SCORE_SCALE) -> str:
+    """The colour scale to draw `expl` with: `scale`, or the diverging SIGNED_SCALE for signed values."""
+    return SIGNED_SCALE if expl.signed else scale
 
 
 def positive_max(values: np.ndarray) -> float:

@@ -59,6 +59,7 @@ class ViewData(TypedDict):
 
     series: list[list[float]]
     tops: list[float]
+    bottoms: list[float]  # each series' colour-scale bottom: 0, or -top for signed values (for / against)
     panels: list[PanelView]
     summary: str
     marker: str
@@ -119,6 +120,7 @@ class ExplorerData(TypedDict):
     layer: int
     raw: bool
     label: str
+    raw_slider_label: str  # the slider's label while the per-layer view is on (one layer alone, not cumulative)
     raw_label: str
     one_map: bool  # the methods shown give one map of the whole model: the slider moves only the raw view
     plotly_url: str

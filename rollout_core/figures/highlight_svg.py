@@ -14,10 +14,12 @@ from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     SCORE_SCALE,
     clean_token,
+    colour_range,
     colours_at,
     ink_for,
-    positive_max,
     row_scores,
+    scale_of,
+    value_title,
     view_title,
     visible,
 )
@@ -39,9 +41,11 @@ def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_
     """The displayed tokens (special ones left out) on backgrounds coloured by their share, 0..`zmax` (default:
     the largest share), with a caption naming the view; the same row and scale as `token_highlight_html`."""
     scores = expl.display_scores(row_scores(expl, layer, raw_attention))
-    top = positive_max(scores) if zmax is None else float(zmax)
+    bottom, top = colour_range(scores, expl.signed)
+    top = top if zmax is None else float(zmax)
+    bottom = -top if expl.signed else bottom
     tokens = [clean_token(t) for t in expl.display_tokens()]
-    colours = colours_at(colorscale, scores, 0.0, top)
+    colours = colours_at(scale_of(expl, colorscale), scores, bottom, top)
     pad, line = font_size * 0.3, font_size * _LINE
     x, y, parts = 0.0, 0.0, []
     for token, value, rgb in zip(tokens, np.asarray(scores, dtype=np.float64), colours):
@@ -57,7 +61,7 @@ def token_highlight_svg(expl: ExplanationData, *, layer: int | None = None, raw_
         )
         x += box + _GAP * font_size
     caption_y = y + line + font_size
-    caption = f"{view_title(expl, layer, raw_attention)}: share of the shown mass, 0 to {top:.3g}"
+    caption = f"{view_title(expl, layer, raw_attention)}: {value_title(expl)}, {bottom:.3g} to {top:.3g}"
     height = caption_y + font_size * 0.5
     font = quoteattr("DejaVu Sans Mono, Menlo, Consolas, monospace")
     return (

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from rollout_core.errors import InputError
 from rollout_core.explanation_data import ExplanationData
-from rollout_core.figures._common import HOVER_FORMAT, positive_max, row_scores, view_title
+from rollout_core.figures._common import HOVER_FORMAT, colour_range, row_scores, scale_of, view_title
 
 DEFAULT_COLORMAP = "inferno"
 IMAGE_TRACE = "image"
@@ -38,7 +38,7 @@ def image_overlay(
     zmax: float | None = None,
     smooth: bool = False,
 ) -> go.Figure:
-    """The processed image (`Explanation.image`) with the patch map stretched over it.
+    """The processed image (`ExplanationData.image`) with the patch map stretched over it.
 
     Each patch value covers its own block of pixels (nearest upsampling), so the hover shows the exact
     patch value with its row and column; `smooth=True` draws a bilinear upsampling instead (hover still
@@ -50,16 +50,16 @@ def image_overlay(
     height, width = image.shape[:2]
     values = patch_map(expl, layer, raw_attention)
     rows, cols = values.shape
-    top = positive_max(values) if zmax is None else float(zmax)
+    bottom, top = _range(expl, values, zmax)
     dy, dx = height / rows, width / cols
     fig = go.Figure(go.Image(source=png_data_uri(image), hoverinfo="skip", name=IMAGE_TRACE))
-    scale = dict(colorscale=colormap, zmin=0.0, zmax=top)
+    scale = dict(colorscale=scale_of(expl, colormap), zmin=bottom, zmax=top)
     if smooth:
         fig.add_trace(go.Heatmap(z=_bilinear(values, height, width), opacity=float(opacity), hoverinfo="skip",
                                  showscale=False, name="map", **scale))
     fig.add_trace(go.Heatmap(
         z=values, x0=dx / 2 - 0.5, dx=dx, y0=dy / 2 - 0.5, dy=dy, customdata=_rowcol(rows, cols),
-        opacity=0.0 if smooth else float(opacity), colorbar=dict(title="share"), name=OVERLAY_TRACE,
+        opacity=0.0 if smooth else float(opacity), colorbar=dict(title=_bar_title(expl)), name=OVERLAY_TRACE,
         hovertemplate=f"patch row %{{customdata[0]}}, col %{{customdata[1]}}: %{{z:{HOVER_FORMAT}}}<extra></extra>",
         **scale,
     ))
@@ -69,7 +69,7 @@ def image_overlay(
 
 
 def _add_sink_marks(fig: go.Figure, expl: ExplanationData, dx: float, dy: float) -> None:
-    """Crosses on the patches that are attention sinks in some layer (Explanation.extras["sinks"])."""
+    """Crosses on the patches that are attention sinks in some layer (ExplanationData.extras["sinks"])."""
     facts = expl.extras.get("sinks")
     if not facts or expl.patch_positions is None or expl.grid is None:
         return
@@ -100,8 +100,21 @@ def patch_heatmap(
 ) -> go.Figure:
     """The patch grid alone: z[r][c] = share of patch (row r, col c), row 0 drawn at the top."""
     values = patch_map(expl, layer, raw_attention)
-    return grid_figure(values, title=view_title(expl, layer, raw_attention), colormap=colormap,
-                       zmin=0.0, zmax=positive_max(values) if zmax is None else float(zmax))
+    bottom, top = _range(expl, values, zmax)
+    fig = grid_figure(values, title=view_title(expl, layer, raw_attention), colormap=scale_of(expl, colormap),
+                      zmin=bottom, zmax=top)
+    return fig.update_traces(colorbar=dict(title=_bar_title(expl)))
+
+
+def _range(expl: ExplanationData, values: np.ndarray, zmax: float | None) -> tuple[float, float]:
+    """The colour range of a patch map (`colour_range`), with the top given as `zmax` when asked for."""
+    bottom, top = colour_range(values, expl.signed)
+    top = top if zmax is None else float(zmax)
+    return (-top if expl.signed else bottom), top
+
+
+def _bar_title(expl: ExplanationData) -> str:
+    return "for / against" if expl.signed else "share"
 
 
 def grid_figure(values: np.ndarray, *, title: str, colormap: str, zmin: float, zmax: float) -> go.Figure:

@@ -49,7 +49,8 @@ function appendRuns(target, runs) {
 }
 
 // The token highlight (rollout_core.figures.text.token_highlight_html, drawn here) and its legend.
-function highlight(panel, stops, values, top, panelView) {
+function highlight(panel, stops, values, bottom, top, panelView) {
+  const signed = bottom < 0; // values for (+) and against (-) the class, on a scale centred at 0
   const box = element("div", "token-highlight");
   box.dataset.view = panelView.marker;
   box.style.cssText = "line-height:2.2;white-space:pre-wrap";
@@ -59,11 +60,13 @@ function highlight(panel, stops, values, top, panelView) {
       continue;
     }
     const value = values[unit];
-    const rgb = colourAt(stops, value, 0, top);
+    const rgb = colourAt(stops, value, bottom, top);
     const span = element("span", "tok");
     appendRuns(span, runs);
     span.dataset.score = String(value);
-    span.title = `${runs.join("")}: ${formatG(value, 6)} (${(100 * value).toFixed(2)}% of the shown mass)`;
+    span.title = signed
+      ? `${runs.join("")}: ${formatG(value, 6)} (${value >= 0 ? "+" : ""}${(100 * value).toFixed(2)}% of the evidence, ${value >= 0 ? "for" : "against"})`
+      : `${runs.join("")}: ${formatG(value, 6)} (${(100 * value).toFixed(2)}% of the shown mass)`;
     span.style.cssText = `${SPAN_STYLE}background:rgb(${rgb.join(",")});color:${inkFor(rgb)}`;
     box.appendChild(span);
   }
@@ -72,23 +75,25 @@ function highlight(panel, stops, values, top, panelView) {
   const gradient = element("span");
   const colours = Array.from({ length: 11 }, (_, k) => `rgb(${colourAt(stops, k / 10, 0, 1).join(",")})`);
   gradient.style.cssText = `${BAR_STYLE}background:linear-gradient(to right,${colours.join(",")})`;
-  legend.append(element("span", "", "0"), gradient, element("span", "", formatG(top, 3)),
-                element("span", "", `${panelView.title}: share of the shown mass`));
+  legend.append(element("span", "", signed ? formatG(bottom, 3) : "0"), gradient, element("span", "", formatG(top, 3)),
+                element("span", "", `${panelView.title}: ${signed ? "signed share: for (+) / against (\u2212)" : "share of the shown mass"}`));
   return [box, legend];
 }
 
 // A figure panel at one view: the base figure with this view's values (bars: heights and colours; map: a grid).
-function panelFigure(panel, values, top, panelView) {
+function panelFigure(panel, values, bottom, top, panelView) {
   const { figure } = panel;
   const data = figure.data.map((trace, i) => {
     if (i !== panel.trace) return trace;
-    if (panel.kind === "bars") return { ...trace, y: values, marker: { ...trace.marker, color: values, cmax: top } };
+    if (panel.kind === "bars") {
+      return { ...trace, y: values, marker: { ...trace.marker, color: values, cmin: bottom, cmax: top } };
+    }
     const cols = values.length / panel.rows;
     const z = Array.from({ length: panel.rows }, (_, r) => values.slice(r * cols, (r + 1) * cols));
-    return { ...trace, z, zmax: top };
+    return { ...trace, z, zmin: bottom, zmax: top };
   });
   const layout = { ...figure.layout, title: { ...(figure.layout.title || {}), text: panelView.title } };
-  if (panel.kind === "bars") layout.yaxis = { ...figure.layout.yaxis, range: [0, top * 1.05] };
+  if (panel.kind === "bars") layout.yaxis = { ...figure.layout.yaxis, range: [bottom * 1.05, top * 1.05] };
   return { data, layout };
 }
 
@@ -98,7 +103,7 @@ function drawHtml(box, payload, view) {
   payload.panels.forEach((panel, i) => {
     if (panel.kind !== "highlight") return;
     const nodes = highlight(panel, payload.scales[panel.scale], view.series[panel.series],
-                            view.tops[panel.series], view.panels[i]);
+                            view.bottoms[panel.series], view.tops[panel.series], view.panels[i]);
     parts.push({ heading: panel.heading, nodes });
   });
   const children = [];
@@ -156,12 +161,19 @@ export default function (component) {
   const controls = data.controls || [];
   for (const c of controls) if (!(c.key in state.controls)) state.controls[c.key] = c.value;
 
-  root.querySelector(".lx-label").textContent = data.label;
   root.querySelector(".lx-raw-label").textContent = data.raw_label;
-  slider.setAttribute("aria-label", data.label);
+  // the slider says what it moves: the cumulative result, or (per-layer view on) one layer alone
+  const labelSlider = () => {
+    const label = state.raw ? data.raw_slider_label : data.label;
+    root.querySelector(".lx-label").textContent = label;
+    slider.setAttribute("aria-label", label);
+  };
   slider.max = String(data.layers);
   // one map of the whole model (AttnLRP): the slider moves only the per-layer (raw) view, so it shows only there
-  const showSlider = () => { root.querySelector(".lx-slider").hidden = data.layers < 2 || (data.one_map && !state.raw); };
+  const showSlider = () => {
+    root.querySelector(".lx-slider").hidden = data.layers < 2 || (data.one_map && !state.raw);
+    labelSlider();
+  };
   showSlider();
 
   const extra = root.querySelector(".lx-controls-extra");
@@ -195,7 +207,8 @@ export default function (component) {
     const drawn = [];
     payload.panels.forEach((panel, i) => {
       if (panel.kind === "highlight") return;
-      drawn.push(panelFigure(panel, view.series[panel.series], view.tops[panel.series], view.panels[i]));
+      drawn.push(panelFigure(panel, view.series[panel.series], view.bottoms[panel.series], view.tops[panel.series],
+                             view.panels[i]));
     });
     return drawn.concat(view.figures);
   }

@@ -21,13 +21,13 @@ import plotly.graph_objects as go
 
 from rollout_core import compare
 from rollout_core.explanation_data import ExplanationData
-from rollout_core.figures._common import (SCORE_SCALE, layer_words, method_title, positive_max, row_scores,
+from rollout_core.figures._common import (colour_range, layer_words, method_title, row_scores, scale_of,
                                           scale_stops, view_title)
 from rollout_core.figures.comparison import difference_figure
 from rollout_core.figures.explorer_payload import (BARS, CUMULATIVE, HIGHLIGHT, MAP, RAW, ControlSpec, Panel,
                                                    PanelView, Payload, ViewData)
 from rollout_core.figures.image import DEFAULT_COLORMAP, OVERLAY_TRACE, image_overlay, patch_heatmap
-from rollout_core.figures.text import highlight_pieces, score_bar
+from rollout_core.figures.text import highlight_pieces, score_bar, word_pieces
 from rollout_core.summary import summarize
 
 DIGITS = 4
@@ -72,9 +72,9 @@ def rounded(values: Any) -> list[float]:
 
 
 def shown_top(expl: ExplanationData, index: int, raw: bool) -> float:
-    """Top of a 0-based colour scale for what is shown of `expl` at layer index `index` (display shares)."""
+    """Top of the colour scale for what is shown of `expl` at layer index `index` (`colour_range`)."""
     row = row_scores(expl, index, raw)
-    return positive_max(expl.score_map(row) if expl.kind == "image" else expl.display_scores(row))
+    return colour_range(expl.score_map(row) if expl.kind == "image" else expl.display_scores(row), expl.signed)[1]
 
 
 def scale_tops(*expls: ExplanationData) -> dict[bool, float]:
@@ -106,7 +106,7 @@ class _Figures:
 
 
 def _highlight(series: int, heading: str, expl: ExplanationData) -> Panel:
-    return {"kind": HIGHLIGHT, "series": series, "heading": heading, "scale": SCORE_SCALE,
+    return {"kind": HIGHLIGHT, "series": series, "heading": heading, "scale": scale_of(expl),
             "pieces": highlight_pieces(expl), "figure": {}, "trace": 0, "rows": 0}
 
 
@@ -126,12 +126,15 @@ def _map(series: int, spec: dict[str, Any], rows: int, trace_name: str | None = 
 
 
 def _view(series: list[np.ndarray], tops: list[float | None], panels: list[tuple[str, str]], summary: str,
-          marker: str, position: str, html_text: str = "", figures: list[dict[str, Any]] | None = None
-          ) -> ViewData:
-    """One slider position; a top of None is the series' own largest value."""
+          marker: str, position: str, html_text: str = "", figures: list[dict[str, Any]] | None = None,
+          signed: list[bool] | None = None) -> ViewData:
+    """One slider position; a top of None is the series' own (`colour_range`); a `signed` series' scale runs
+    from -top to top, the others' from 0."""
     views: list[PanelView] = [{"title": title, "marker": mark} for title, mark in panels]
-    return {"series": [rounded(s) for s in series],
-            "tops": [positive_max(s) if top is None else float(top) for s, top in zip(series, tops)],
+    signed = signed or [False] * len(series)
+    tops_ = [colour_range(s, sign)[1] if top is None else float(top) for s, top, sign in zip(series, tops, signed)]
+    return {"series": [rounded(s) for s in series], "tops": tops_,
+            "bottoms": [-top if sign else 0.0 for top, sign in zip(tops_, signed)],
             "panels": views, "summary": summary, "marker": marker, "html": html_text, "figures": figures or [],
             "position": position}
 
@@ -148,19 +151,32 @@ def _payload(panels: list[Panel], layers: int, draw: Callable[[int, bool, str], 
             "template": template, "scales": scales}
 
 
-def text_payload(expl: ExplanationData, *, shared_scale: bool = False, figures: bool = True) -> Payload:
+def text_payload(expl: ExplanationData, *, shared_scale: bool = False, figures: bool = True, level: str = "word"
+                 ) -> Payload:
     """Highlight, bar chart (unless not `figures`) and summary of a text explanation at every slider position;
     each layer on its own colour scale (0 to its largest share) unless `shared_scale` puts every layer of a
-    mode on one. Both panels draw the same series: the display scores."""
-    tops = _tops((expl,), shared_scale)
+    mode on one. Both panels draw the same series: per word of the text (`level` "word", the default: a word's
+    pieces summed, as the summary names them) or per token ("token", or a text without offsets)."""
+    words = level == "word" and expl.text is not None and expl.offsets is not None
+
+    def values(index: int, raw: bool) -> np.ndarray:
+        row = row_scores(expl, index, raw)
+        return np.array([v for *_, v in compare.word_scores(expl, row)]) if words else expl.display_scores(row)
+
+    tops = ({raw: max(colour_range(values(i, raw), expl.signed)[1] for i in range(expl.num_layers))
+             for raw in (False, True)} if shared_scale else {False: None, True: None})
     plot = _Figures()
-    panels = [_highlight(0, "", expl)] + ([_bars(0, plot(score_bar(expl, layer=0)))] if figures else [])
+    highlight = _highlight(0, "", expl)
+    if words:
+        highlight["pieces"] = word_pieces(expl.text)
+    bars = score_bar(expl, layer=0, level="word" if words else "token")
+    panels = [highlight] + ([_bars(0, plot(bars))] if figures else [])
 
     def draw(index: int, raw: bool, key: str) -> ViewData:
         title = view_title(expl, index, raw)
-        return _view([expl.display_scores(row_scores(expl, index, raw))], [tops[raw]],
+        return _view([values(index, raw)], [tops[raw]],
                      [(title, key), (title, "")][:len(panels)], summarize(expl, layer=index, raw_attention=raw), key,
-                     layer_words(expl, index))
+                     layer_words(expl, index), signed=[expl.signed])
 
     return _payload(panels, expl.num_layers, draw, plot.template)
 
@@ -179,7 +195,7 @@ def image_payload(expl: ExplanationData, *, colormap: str = DEFAULT_COLORMAP, sh
         title = view_title(expl, index, raw)
         return _view([expl.score_map(row_scores(expl, index, raw))], [tops[raw]], [(title, "")] * len(panels),
                      summarize(expl, layer=index, raw_attention=raw), key, layer_words(expl, index),
-                     f'<div class="image-view" data-view="{html.escape(key, quote=True)}"></div>')
+                     f'<div class="image-view" data-view="{html.escape(key, quote=True)}"></div>', signed=[expl.signed])
 
     return _payload(panels, expl.num_layers, draw, plot.template)
 
@@ -230,7 +246,7 @@ def comparison_payload(a: ExplanationData, b: ExplanationData, *, sides: str = "
     def title(name: str, expl: ExplanationData, index: int, raw: bool, key: str) -> tuple[str, str]:
         if expl.kind == "text":
             return view_title(expl, index, raw), f"{name}-{key}"
-        return html.escape(f"{header[name]} · {view_title(expl, index, raw)}"), ""
+        return html.escape(f"{name}: {expl.model_name} · {view_title(expl, index, raw)}"), ""  # the title names the method
 
     def draw(position: int, raw: bool, key: str) -> ViewData:
         ia, ib = (side_layer(position, positions, e.num_layers) for e in (a, b))
@@ -246,6 +262,6 @@ def comparison_payload(a: ExplanationData, b: ExplanationData, *, sides: str = "
         reading = words[0] if words[0] == words[1] else f"A {words[0]} · B {words[1]}"
         return _view([shown(a, ia, raw), shown(b, ib, raw)], list(tops(ia, ib, raw)),
                      [title(name, expl, i, raw, key) for (name, expl), i in zip(sides_, (ia, ib))], summaries, key,
-                     reading, agreement, [difference])
+                     reading, agreement, [difference], signed=[a.signed, b.signed])
 
     return _payload(panels, positions, draw, plot.template)

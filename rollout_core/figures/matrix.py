@@ -67,14 +67,19 @@ RELEVANCE_NOTE = (
 
 
 def matrix_note(expl: ExplanationData) -> str | None:
-    """Why the final matrix of `expl` is not drawn (class-specific methods: only the explained row means
-    something, see RELEVANCE_NOTE), or None when the matrix is worth showing."""
+    """Why the final matrix of `expl` is not drawn (a whole-model method has only its relevance row; a
+    class-specific rollout's matrix means something only in the explained row, see RELEVANCE_NOTE), or None when
+    the matrix is worth showing."""
     from rollout_core import methods
 
     try:
         spec = methods.get(expl.method)
     except InputError:  # an explanation of a method this registry does not know: draw its matrix
         return None
+    if not spec.layered:  # AttnLRP, knockout Shapley: one relevance per input token, no token-to-token matrix
+        return (f"{spec.title} gives one {'signed ' if spec.signed else ''}relevance per input token for the "
+                "explained output, not a token-to-token matrix: that row is shown here"
+                + (" (red for the class, blue against it)." if spec.signed else "."))
     return RELEVANCE_NOTE if spec.class_specific else None
 
 

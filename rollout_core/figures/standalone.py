@@ -20,7 +20,7 @@ from typing import Any
 from rollout_core.errors import InputError
 from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures import layer_views
-from rollout_core.figures._common import one_map, raw_label, slider_label
+from rollout_core.figures._common import one_map, raw_label, raw_slider_label, slider_label
 from rollout_core.figures.explorer_payload import ExplorerData
 from rollout_core.figures.image import DEFAULT_COLORMAP
 
@@ -79,7 +79,8 @@ def explorer_data(expl: ExplanationData, *, layer: int | None = None, raw_attent
     else:
         payload, controls = layer_views.text_payload(expl, figures=figures), []
     return {"payload": payload, "layers": expl.num_layers, "layer": position,
-            "raw": bool(raw_attention), "label": slider_label(expl.method), "raw_label": raw_label(expl.method),
+            "raw": bool(raw_attention), "label": slider_label(expl.method),
+            "raw_slider_label": raw_slider_label(expl.method), "raw_label": raw_label(expl.method),
             "one_map": one_map(expl.method),
             "plotly_url": "inline" if figures else "", "controls": controls, "identity": "", "url": None}
 

@@ -6,7 +6,7 @@ import html
 import numpy as np
 import plotly.graph_objects as go
 
-from rollout_core.compare import token_spans, word_scores
+from rollout_core.compare import token_spans, word_scores, words
 from rollout_core.explanation_data import ExplanationData
 from rollout_core.figures._common import (
     HOVER_FORMAT,
@@ -16,10 +16,12 @@ from rollout_core.figures._common import (
     colours_at,
     ink_for,
     is_hidden,
-    positive_max,
+    colour_range,
     row_scores,
+    scale_of,
     tick_axis,
     tick_margin,
+    value_title,
     view_title,
     visible,
     visible_code,
@@ -79,6 +81,21 @@ def highlight_pieces(expl: ExplanationData) -> list[list[int | str]]:
     return pieces
 
 
+def word_pieces(text: str) -> list[list[int | str]]:
+    """The text as the explorer's pieces per word (`compare.words`, the units of `compare.word_scores`): unit k
+    is word k, -1 the text between words."""
+    pieces: list[list[int | str]] = []
+    cursor = 0
+    for unit, (_, start, end) in enumerate(words(text)):
+        if start > cursor:
+            pieces.append([-1, *code_runs(text[cursor:start])])
+        pieces.append([unit, *code_runs(text[start:end])])
+        cursor = end
+    if cursor < len(text):
+        pieces.append([-1, *code_runs(text[cursor:])])
+    return pieces
+
+
 def _attr(text: str) -> str:
     """An escaped attribute value (hover title) with control/format characters written as codes."""
     return html.escape(visible(text), quote=True)
@@ -107,9 +124,12 @@ def token_highlight_html(
     """
     scores = row_scores(expl, layer, raw_attention)
     shown = expl.display_scores(scores)
-    top = positive_max(shown) if zmax is None else float(zmax)
+    bottom, top = colour_range(shown, expl.signed)
+    top = top if zmax is None else float(zmax)
+    bottom = -top if expl.signed else bottom
+    colorscale = scale_of(expl, colorscale)
     segments = _segments(expl, scores, level)
-    colours = colours_at(colorscale, np.array([value for *_, value in segments]), 0.0, top)
+    colours = colours_at(colorscale, np.array([value for *_, value in segments]), bottom, top)
     parts: list[str] = []
     text = expl.text if expl.text is not None and expl.offsets is not None else None
     cursor = 0
@@ -132,7 +152,7 @@ def token_highlight_html(
             cursor = max(cursor, end)
         elif parts:
             parts.append(" ")
-        title = f"{label}: {value:{HOVER_FORMAT}} ({100 * value:.2f}% of the shown mass)"
+        title = f"{label}: {value:{HOVER_FORMAT}} ({_share_words(value, expl.signed)})"
         parts.append(
             f'<span class="tok" data-score="{value!r}" title="{_attr(title)}" style="{_SPAN_STYLE}'
             f'background:rgb{rgb};color:{ink_for(rgb)}">{escape_visible(label)}</span>'
@@ -143,8 +163,15 @@ def token_highlight_html(
     return (
         f'<div class="token-highlight" data-view="{html.escape(marker, quote=True)}" '
         f'style="line-height:2.2;white-space:pre-wrap">{"".join(parts)}</div>'
-        + legend_html(0.0, top, colorscale, caption=f"{caption}: share of the shown mass")
+        + legend_html(bottom, top, colorscale, caption=f"{caption}: {escape_visible(value_title(expl))}")
     )
+
+
+def _share_words(value: float, signed: bool) -> str:
+    """A value in words for a hover: "12.00% of the shown mass", or "+12.00% (for)" / "−3.10% (against)"."""
+    if not signed:
+        return f"{100 * value:.2f}% of the shown mass"
+    return f"{100 * value:+.2f}% of the evidence ({'for' if value >= 0 else 'against'})"
 
 
 def legend_html(zmin: float, zmax: float, colorscale: str = SCORE_SCALE, *, caption: str = "") -> str:
@@ -176,20 +203,23 @@ def score_bar(
     else:
         labels = [clean_token(t) for t in expl.display_tokens()]
         values = expl.display_scores(scores)
-    top = positive_max(values) if zmax is None else float(zmax)
+    bottom, top = colour_range(values, expl.signed)
+    top = top if zmax is None else float(zmax)
+    bottom = -top if expl.signed else bottom
     fig = go.Figure(
         go.Bar(
             x=list(range(len(labels))),
             y=values,
             customdata=labels,
-            marker=dict(color=values, colorscale=colorscale, cmin=0.0, cmax=top, colorbar=dict(title="share")),
+            marker=dict(color=values, colorscale=scale_of(expl, colorscale), cmin=bottom, cmax=top,
+                        colorbar=dict(title="for / against" if expl.signed else "share")),
             hovertemplate=f"%{{customdata}}: %{{y:{HOVER_FORMAT}}}<extra></extra>",
         )
     )
     fig.update_layout(
         title=view_title(expl, layer, raw_attention),
         xaxis=tick_axis(labels, title="word" if level == "word" else "token", values=values),
-        yaxis=dict(title="share of the shown mass", range=[0, top * 1.05]),
+        yaxis=dict(title=value_title(expl), range=[bottom * 1.05, top * 1.05]),
         margin=dict(l=50, r=10, t=40, b=tick_margin(labels)),
         height=280 + tick_margin(labels),
     )

@@ -53,6 +53,10 @@ def compute(method_input: MethodInput) -> MethodOutput:
         "flow_error_share": relative,
         "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
     }
+    if approximate and relative >= 1.0:  # Explanation.warnings: a bound above the map leaves nothing to read
+        extras["notes"] = (f"Attention flow is not meaningful here: the pruned flow's error bound ({bound:.1e}) is "
+                           f"{relative:.0%} of the map's largest value, so no patch's value can be told from 0; "
+                           "use another method (ALTI, rollout) for this image.",)
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
 
@@ -87,14 +91,25 @@ def describe(settings: dict[str, Any]) -> str:
     if settings.get("flow_approximate"):
         pruned = f"each row pruned to {1 - settings['flow_pruned_mass']:.0%} of its mass"
         bound = settings["flow_error_bound"]
+        share = settings.get("flow_error_share", 0.0)
         kind = (f"exact here ({pruned}; the error bound is 0)" if bound == 0 else
-                f"approximate (error <= {bound:.1e}, {settings.get('flow_error_share', 0.0):.1%} of the map's "
-                f"largest value; {pruned})")
+                f"not meaningful here (error bound {bound:.1e} is {share:.0%} of the map's largest value; {pruned})"
+                if share >= 1.0 else
+                f"approximate (error <= {bound:.1e}, {share:.1%} of the map's largest value; {pruned})")
     line = f"attention flow: {kind}; {settings['flow_rows']}"
     if settings["flow_rows"] == "explained row only" and cost:
-        line += (f" (the full matrix would take {cost['max_flows']:.0f} max-flow problems, "
-                 f"about {cost['seconds']:.2g} s)")
+        line += (f" (the full matrix, not computed unless asked for, is {cost['max_flows']:.0f} max-flow problems, "
+                 f"about {_seconds(cost['seconds'])})")
     return line
+
+
+def _seconds(seconds: float) -> str:
+    """A duration as people read it: "under 0.01 s", "0.4 s", "12 s", "3 min"."""
+    if seconds < 0.01:
+        return "under 0.01 s"
+    if seconds < 60:
+        return f"{seconds:.2g} s"
+    return f"{seconds / 60:.0f} min"
 
 
 METHOD = MethodSpec(

@@ -54,7 +54,7 @@ EMBEDDED: tuple[RegistryEntry, ...] = (
     RegistryEntry(
         "default-text", "bert", "text-classification", "text",
         "all-MiniLM-L6-v2 fine-tuned by the project for sentiment (NEGATIVE / POSITIVE)",
-        embedded=True, locate=lambda: models_dir() / "default-text", built_by_setup=True, first_tuned_layer=3,
+        embedded=True, locate=lambda: models_dir() / "default-text", built_by_setup=True, first_tuned_layer=0,
     ),
     RegistryEntry(
         "default-image", "dinov2", "image-classification", "image",

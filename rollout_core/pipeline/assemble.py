@@ -8,13 +8,15 @@ from typing import Any, Sequence
 import numpy as np
 import torch
 
+from rollout_core import methods
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import EncodedText
-from rollout_core.models import families
+from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline.batch import BatchResult
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE
+from rollout_core.reliability.image import image_notes
 from rollout_core.reliability.text import model_limits, text_notes
 
 
@@ -40,7 +42,7 @@ def text_explanation(
         special=np.array(enc.special, dtype=bool), **result.arrays(b, n),
         settings=settings(handle, opts, result, b, extra), target_description=result.descriptions[b],
         prediction=result.predictions[b], target=result.targets[b], text=enc.text, offsets=list(enc.offsets),
-        truncation=enc.truncation, warnings=warnings,
+        truncation=enc.truncation, warnings=warnings + _method_notes(result),
     )
 
 
@@ -53,13 +55,32 @@ def image_explanation(
     special[layout.patch_positions.numpy()] = False
     extra = {"image_size": [int(pixels.shape[-2]), int(pixels.shape[-1])], "grid": list(layout.grid),
              "source_size": list(source_size), "center_crop": bool(getattr(handle.processor, "do_center_crop", False))}
+    image = processed_image(pixels, handle.processor)
     return Explanation(
         kind="image", method=opts.method, model_name=handle.name, tokens=layout.tokens(), special=special,
         **result.arrays(0, layout.num_tokens), settings=settings(handle, opts, result, 0, extra),
         target_description=result.descriptions[0], prediction=result.predictions[0], target=result.targets[0],
-        grid=layout.grid, patch_positions=layout.patch_positions.numpy(),
-        image=processed_image(pixels, handle.processor),
+        grid=layout.grid, patch_positions=layout.patch_positions.numpy(), image=image,
+        warnings=_image_warnings(handle, result, image) + _method_notes(result),
     )
+
+
+def _method_notes(result: BatchResult) -> tuple[str, ...]:
+    """What the method itself says about this result's reliability (MethodOutput.extras["notes"])."""
+    return tuple(result.method_facts.get("notes", ()))
+
+
+def _image_warnings(handle: ModelHandle, result: BatchResult, image: np.ndarray) -> tuple[str, ...]:
+    """The out-of-domain notes of a model with domain statistics (none for others)."""
+    stats = domain.applicable(handle)
+    if stats is None or result.features is None:
+        return ()
+    top = result.predictions[0][0] if result.predictions[0] else None
+    return image_notes(handle.name, dataset=stats.dataset, label=None if top is None else top.label,
+                       probability=None if top is None else top.probability,
+                       distance=float(stats.distance(result.features[0].numpy())[0]), threshold=stats.threshold,
+                       colourfulness=domain.colourfulness(image), grey_below=domain.GREY_BELOW,
+                       unsure_below=stats.unsure_below)
 
 
 def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, extra: dict[str, Any]) -> dict[str, Any]:
@@ -70,6 +91,7 @@ def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, ex
     return {
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
         **_option_fields(opts, result.capture), "target": result.targets[b],
+        "signed": methods.get(opts.method).signed,
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
         **result.method_facts, **extra,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__,

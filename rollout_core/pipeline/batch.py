@@ -12,7 +12,7 @@ from rollout_core import capture, lowmem, methods
 from rollout_core.explanation_data import Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
-from rollout_core.models import families
+from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.value_norms import record_value_norms
 from rollout_core.options import Options
@@ -36,6 +36,7 @@ class BatchResult:
     capture: str  # "full" | "lowmem"
     method_facts: dict[str, Any] = field(default_factory=dict)  # for the settings (MethodOutput.extras)
     sinks: SinkReport | None = None  # attention sinks of every layer (not on the low-memory path)
+    features: torch.Tensor | None = None  # (B, d) what the classifier read, for models with domain statistics
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding)."""
@@ -63,9 +64,14 @@ def explain_batch(
     pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
     patches = None if layout is None else layout.patch_positions.to(real.device)
     pooled = families.row_weights(pooling, real, patches)
-    if _use_lowmem(handle, opts, real.shape):
-        return _streamed_batch(handle, inputs, real, head, targets, opts, pooled, pooling)
-    return _full_batch(handle, inputs, real, layout, head, targets, opts, pooled, pooling)
+    stats = domain.applicable(handle)  # a model with domain statistics: keep its features, for the warnings
+    with domain.record_features(handle.model, None if stats is None else stats.module) as features:
+        if _use_lowmem(handle, opts, real.shape):
+            result = _streamed_batch(handle, inputs, real, head, targets, opts, pooled, pooling)
+        else:
+            result = _full_batch(handle, inputs, real, layout, head, targets, opts, pooled, pooling)
+    result.features = features[0] if features else None  # the first forward pass: the model's own
+    return result
 
 
 def _full_batch(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from rollout_core import settings
@@ -108,39 +109,60 @@ def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, e
     return check(method, tokens, layers, image=handle.modality == "image", outputs=outputs, full_matrix=full_matrix)
 
 
+@dataclass(frozen=True)
+class Place:
+    """Where a waiting heavy job stands: `ahead` jobs queued before it; `own` when a job of the same owner runs
+    (an owner runs one heavy job at a time)."""
+
+    ahead: int
+    own: bool
+
+
 class _HeavyQueue:
-    """`size` slots handed out first come, first served; waiters know how many are queued before them."""
+    """`size` slots handed out first come, first served, at most one per owner at a time (a job without an owner
+    has no such limit); waiters know how many are queued before them and whether their owner's other job runs.
+    A waiter held back only by its own owner's running job does not hold back the waiters behind it."""
 
     def __init__(self, size: int) -> None:
         self.size, self.running, self.waiting = size, 0, []
+        self.owners: dict[str, int] = {}
         self.changed = threading.Condition()
 
-    def acquire(self, wait: float, on_wait: Callable[[int], None] | None) -> None:
-        ticket, deadline, shown = object(), time.monotonic() + wait, None
+    def _busy(self, owner: str | None) -> bool:
+        return owner is not None and self.owners.get(owner, 0) > 0
+
+    def _place(self, ticket: tuple[object, str | None]) -> Place:
+        """Called with the lock held."""
+        index = self.waiting.index(ticket)
+        ahead = sum(1 for _, other in self.waiting[:index] if not self._busy(other))
+        return Place(ahead, self._busy(ticket[1]))
+
+    def _take(self, owner: str | None) -> None:
+        self.running += 1
+        if owner is not None:
+            self.owners[owner] = self.owners.get(owner, 0) + 1
+
+    def acquire(self, wait: float, on_wait: Callable[[Place], None] | None, owner: str | None = None) -> None:
+        ticket, deadline, shown = (object(), owner), time.monotonic() + wait, None
         with self.changed:
-            if self.running < self.size and not self.waiting:
-                self.running += 1
-                return
             self.waiting.append(ticket)
         try:
             while True:
                 with self.changed:
-                    ahead = self.waiting.index(ticket)
-                    if ahead == 0 and self.running < self.size:
-                        self.waiting.pop(0)
-                        self.running += 1
+                    place = self._place(ticket)
+                    if place.ahead == 0 and not place.own and self.running < self.size:
+                        self.waiting.remove(ticket)
+                        self._take(owner)
                         self.changed.notify_all()
                         return
-                if ahead != shown and on_wait is not None:
-                    on_wait(ahead)  # outside the lock: the callback may take its time
-                    shown = ahead
-                with self.changed:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
-                        raise BudgetError(f"the server is busy with {self.size} long computations; try again in a "
-                                          "minute or choose a cheaper method (rollout)")
-                    if self.waiting.index(ticket) == ahead and not (ahead == 0 and self.running < self.size):
+                        raise BudgetError(_busy_message(place, self.size))
+                    if place == shown or on_wait is None:
                         self.changed.wait(remaining)
+                        continue
+                on_wait(place)  # outside the lock: the callback may take its time
+                shown = place
         except BaseException:
             with self.changed:
                 if ticket in self.waiting:
@@ -148,10 +170,22 @@ class _HeavyQueue:
                 self.changed.notify_all()
             raise
 
-    def release(self) -> None:
+    def release(self, owner: str | None = None) -> None:
         with self.changed:
             self.running -= 1
+            if owner is not None:
+                self.owners[owner] -= 1
+                if not self.owners[owner]:
+                    del self.owners[owner]
             self.changed.notify_all()
+
+
+def _busy_message(place: Place, size: int) -> str:
+    if place.own:
+        return ("your other long computation (in another tab or page) is still running, and each visitor runs one "
+                "at a time; try again when it is done, or choose a cheaper method (rollout)")
+    return (f"the server is busy with {size} long computations; try again in a minute or choose a cheaper method "
+            "(rollout)")
 
 
 _QUEUES_LOCK = threading.Lock()
@@ -164,21 +198,25 @@ def _queue() -> _HeavyQueue:
         return _QUEUES.setdefault(size, _HeavyQueue(size))
 
 
-def place_in_words(ahead: int) -> str:
-    """A waiter's place in the heavy-job queue: "you are next", "1 job ahead of you", "3 jobs ahead of you"."""
-    if ahead == 0:
+def place_in_words(place: Place) -> str:
+    """A waiter's place in the heavy-job queue: "you are next", "1 job ahead of you", "your other long computation
+    runs first"."""
+    if place.own:
+        return "your other long computation (in another tab or page) runs first: one at a time per visitor"
+    if place.ahead == 0:
         return "you are next in the queue"
-    return f"{ahead} job{'s' if ahead != 1 else ''} ahead of you in the queue"
+    return f"{place.ahead} job{'s' if place.ahead != 1 else ''} ahead of you in the queue"
 
 
 @contextmanager
-def heavy_slot(wait: float = 30.0, on_wait: Callable[[int], None] | None = None) -> Iterator[None]:
-    """Hold one of the server's `max_heavy_jobs()` slots for the block, first come, first served. While none is
-    free, call `on_wait(ahead)` each time the number of jobs queued before this one changes (to say so); after
-    `wait` seconds raise `BudgetError`."""
+def heavy_slot(wait: float = 30.0, on_wait: Callable[[Place], None] | None = None,
+               owner: str | None = None) -> Iterator[None]:
+    """Hold one of the server's `max_heavy_jobs()` slots for the block, first come, first served, at most one at a
+    time for `owner` (a visitor: None, no such limit). While none can be had, call `on_wait(place)` each time the
+    waiter's `Place` changes (to say so); after `wait` seconds raise `BudgetError`."""
     queue = _queue()
-    queue.acquire(wait, on_wait)
+    queue.acquire(wait, on_wait, owner)
     try:
         yield
     finally:
-        queue.release()
+        queue.release(owner)

@@ -21,7 +21,10 @@ MEASURED_DIR = Path(__file__).resolve().parent
 FALLBACK = "rollout"
 FIGURES = ("pointing_game", "deletion_auc", "insertion_auc", "mass_share")
 DATASET_WORDS = {"text": ("generated sentences", "with known deciding words"),
-                 "image": ("generated shapes", "with known deciding regions")}
+                 "image": ("generated shapes", "with known deciding regions"),
+                 "photos": ("scikit-image photos", "with hand-drawn object boxes")}
+RANKED_BY = (("pointing_game", "higher"), ("deletion_auc", "lower"))
+"""How methods are ranked when a record does not say (`ranked_by`)."""
 _SAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
@@ -61,12 +64,25 @@ def figures(model: str | None) -> dict[str, Any] | None:
     return data if isinstance(data, dict) and isinstance(data.get("methods"), dict) else None
 
 
+def ranked_by(data: dict[str, Any]) -> list[tuple[str, str]]:
+    """The measures a record ranks its methods by, each with "higher" or "lower" (better): its own `ranked_by`
+    (a study with other measures, e.g. the photo boxes' mass lift), else `RANKED_BY`."""
+    given = data.get("ranked_by")
+    if isinstance(given, list) and given and all(isinstance(r, list) and len(r) == 2 and r[1] in ("higher", "lower")
+                                                 for r in given):
+        return [(str(m), str(d)) for m, d in given]
+    return list(RANKED_BY)
+
+
 def ranking(data: dict[str, Any], allowed: tuple[str, ...] | None = None) -> list[str]:
-    """Methods of a record, best first: higher pointing game, then lower deletion AUC (missing = worst)."""
-    def key(item: tuple[str, dict[str, Any]]) -> tuple[float, float]:
+    """Methods of a record, best first by `ranked_by` (default: higher pointing game, then lower deletion AUC;
+    missing = worst)."""
+    order = ranked_by(data)
+
+    def key(item: tuple[str, dict[str, Any]]) -> tuple[float, ...]:
         values = item[1] if isinstance(item[1], dict) else {}
-        pointing, deletion = values.get("pointing_game"), values.get("deletion_auc")
-        return (-pointing if _finite(pointing) else math.inf, deletion if _finite(deletion) else math.inf)
+        return tuple((-v if better == "higher" else v) if _finite(v := values.get(m)) else math.inf
+                     for m, better in order)
 
     items = [(m, v) for m, v in data.get("methods", {}).items() if allowed is None or m in allowed]
     return [m for m, _ in sorted(items, key=key)]

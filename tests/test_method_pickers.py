@@ -1,0 +1,63 @@
+"""Issue 26 item 4 where a user meets it (AppTest): a new model or modality opens on that model's measured default
+method (a link naming both keeps its method), and dinov2-small opens on its measured best method for photos."""
+from __future__ import annotations
+
+import pytest
+
+from rollout_core import methods
+from rollout_core.models import measured, registry
+from test_pages_apptest import assert_clean, page
+
+
+def _built(*names: str) -> None:
+    for name in names:
+        if not registry.is_available(registry.lookup(name)):
+            pytest.skip(f"{name} is not built: {registry.SETUP_HINT}")
+
+
+def test_a_record_can_rank_by_its_own_measures() -> None:
+    record = {"methods": {"a": {"pointing_game": 0.9, "mass_lift": 1.1}, "b": {"pointing_game": 0.3, "mass_lift": 1.6},
+                          "c": {"pointing_game": 0.5}}}
+    assert measured.ranking(record) == ["a", "c", "b"]  # the default: pointing first
+    record["ranked_by"] = [["mass_lift", "higher"]]
+    assert measured.ranking(record) == ["b", "a", "c"]  # missing counts as worst
+    record["ranked_by"] = [["mass_lift", "sideways"]]  # unreadable: the default again
+    assert measured.ranking(record) == ["a", "c", "b"]
+
+
+def test_dinov2_small_opens_on_its_best_method_for_photos() -> None:
+    record = measured.figures("dinov2-small")
+    assert record is not None and record["dataset"] == "photos"
+    lifts = {m: v["mass_lift"] for m, v in record["methods"].items()}
+    assert measured.default_method("dinov2-small", methods.names()) == max(lifts, key=lifts.get) != "rollout"
+
+
+def test_switching_modality_on_compare_opens_each_model_on_its_default() -> None:
+    _built("default-text", "default-image")
+    at = page("app_pages/compare.py", method="gradient", text="The food was cold.")
+    assert_clean(at)
+    assert at.selectbox(key="method").value == "gradient"  # a link naming the method keeps it
+    at.radio(key="modality").set_value("image").run()
+    assert_clean(at)
+    assert at.selectbox(key="method").value == measured.default_method("default-image", methods.names())
+    at.radio(key="modality").set_value("text").run()
+    assert at.selectbox(key="method").value == measured.default_method("default-text", methods.names())
+
+
+@pytest.mark.slow
+def test_the_photo_model_button_opens_on_its_photo_default() -> None:
+    _built("default-image", "dinov2-small")
+    at = page("app_pages/image.py", example="rocket")
+    assert_clean(at)
+    at.button(key="switch_photo_model").click().run()
+    assert_clean(at)
+    assert at.session_state["model"] == "dinov2-small"
+    assert at.selectbox(key="method").value == measured.default_method("dinov2-small", methods.names())
+
+
+def test_a_backbone_without_figures_names_no_check_button(tiny_model_dir) -> None:
+    at = page("app_pages/image.py", model=str(tiny_model_dir("dinov2")))
+    assert_clean(at)
+    captions = " ".join(str(c.value) for c in at.caption)
+    assert "Check this map" not in captions and "no prediction a check could follow" in captions
+    assert not [b for b in at.button if b.key == "trust_check"]
