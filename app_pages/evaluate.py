@@ -8,7 +8,6 @@ import streamlit as st
 
 from app_pages._lib import core, views
 from app_pages._lib.inputs import image_input, text_input
-from app_pages._lib.safe import safe_text
 from app_pages._lib.sidebar import loaded, model_and_method
 from app_pages._lib.state import param, sync_url
 from rollout_core import methods as registry

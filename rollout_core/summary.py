@@ -158,8 +158,8 @@ def _signed_text_body(expl: ExplanationData, units: list[str], shares: np.ndarra
     con = [i for i in np.argsort(shares, kind="stable") if shares[i] < 0]
     parts = []
     if pro:
-        parts.append(f"{_signed_listing(units, shares, np.array(pro), top_k)} speak{'s' if len(pro[:top_k]) == 1 else ''}"
-                     " for it")
+        verb = "speaks" if len(pro[:top_k]) == 1 else "speak"
+        parts.append(f"{_signed_listing(units, shares, np.array(pro), top_k)} {verb} for it")
     if con:
         parts.append(f"{_signed_listing(units, shares, np.array(con), top_k)} against it")
     tail = f"{_percent(against)} of the evidence argues against" if against > 0 else "nothing argues against it"

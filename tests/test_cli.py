@@ -157,7 +157,8 @@ def test_models_lists_the_registry(capsys):
 def test_flow_output_says_exact_or_approximate_and_which_rows(capsys, tiny_model_dir, tmp_path):
     model = str(tiny_model_dir("bert"))
     status, out, _ = _main(capsys, "text", "the cat sat", "--model", model, "--method", "flow")
-    assert status == 0 and "attention flow: exact; explained row only (the full matrix, not computed unless asked for, is" in out
+    assert status == 0
+    assert "attention flow: exact; explained row only (the full matrix, not computed unless asked for, is" in out
     status, out, _ = _main(capsys, "text", "the cat sat", "--model", model, "--method", "flow", "--full-matrix",
                            "--json")
     data = json.loads(out)

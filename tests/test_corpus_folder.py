@@ -92,7 +92,7 @@ def test_every_user_error_of_the_corpus_command_is_one_line(tiny_handle, tiny_mo
              (["corpus", "summary", str(made["missing"])], "chunk-000001.parquet is missing or damaged"),
              (["corpus", "summary", str(tmp_path / "nowhere")], "is not a result folder")]
     results = run_cli_cases([(argv, None) for argv, _ in cases], tmp_path / "cases", warm=[Path(bert)])
-    for (argv, fragment), result in zip(cases, results):
+    for (_, fragment), result in zip(cases, results):
         assert_one_error_line(result, fragment)
     assert a_file.read_text() == "not a folder" and len(_chunks(made["foreign"])) == 3  # nothing was changed
     # the damaged, empty and missing chunks are not errors for a rerun: it explains their rows again, and says so

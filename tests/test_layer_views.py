@@ -175,7 +175,7 @@ def test_the_highlight_is_per_word_by_default_with_pieces_summed(tiny_handle: Ca
     for i in range(expl.num_layers):  # each word's value is the sum of its pieces' shares (compare.word_scores)
         by_hand = np.zeros(4)
         shares = expl.display_scores(expl.layer_scores[i])
-        for share, (start, end) in zip(shares, [expl.offsets[p] for p in expl.display_positions()]):
+        for share, (start, _) in zip(shares, [expl.offsets[p] for p in expl.display_positions()]):
             word = next(k for k, (s, e) in enumerate([(0, 12), (13, 20), (20, 21), (22, 27)]) if s <= start < e)
             by_hand[word] += share
         np.testing.assert_allclose(drawn(payload, i + 1, False)["figures"][0]["data"][0]["y"], by_hand, rtol=SENT)

@@ -63,7 +63,8 @@ def views(name: str, image: Image.Image) -> Iterable[tuple[str, Image.Image]]:
     yield f"{name} mirrored", image.transpose(Image.Transpose.FLIP_LEFT_RIGHT)
     w, h = image.size
     for x, y in ((0, 0), (0.4, 0), (0, 0.4), (0.4, 0.4), (0.2, 0.2)):
-        yield f"{name} crop {x:.1f},{y:.1f}", image.crop((int(x * w), int(y * h), int((x + 0.6) * w), int((y + 0.6) * h)))
+        box = (int(x * w), int(y * h), int((x + 0.6) * w), int((y + 0.6) * h))
+        yield f"{name} crop {x:.1f},{y:.1f}", image.crop(box)
 
 
 def features(handle, images: list[Image.Image]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

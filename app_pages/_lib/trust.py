@@ -52,7 +52,8 @@ def _measured_sentence(record: dict, values: dict, kind: str, method: str) -> st
     pointing = values.get("pointing_game")
     lift = values.get("mass_lift")
     if isinstance(lift, (int, float)):  # a study with object boxes (dinov2-small on photos)
-        top = f", and its top patch lies inside the box on {pointing:.0%} of them" if isinstance(pointing, float) else ""
+        top = (f", and its top patch lies inside the box on {pointing:.0%} of them" if isinstance(pointing, float)
+               else "")
         return (f"On {where}, this method puts {lift:.1f}x a flat map's share of its mass on the object{top} "
                 "(a small study: a guide, not a guarantee).")
     if isinstance(pointing, (int, float)):

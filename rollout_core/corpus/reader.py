@@ -42,8 +42,9 @@ def read_corpus(path: str | Path, text_column: str = "text", label_column: str |
 def _table_file(path: Path) -> pd.DataFrame:
     suffix = path.suffix.lower()
     # CSV cells are all text (a text column of numbers stays text); only an empty cell is missing
-    readers = {".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False, na_values=[""]), ".jsonl": lambda p: pd.read_json(p, lines=True),
-               ".ndjson": lambda p: pd.read_json(p, lines=True), ".parquet": pd.read_parquet}
+    readers = {".csv": lambda p: pd.read_csv(p, dtype=str, keep_default_na=False, na_values=[""]),
+               ".jsonl": lambda p: pd.read_json(p, lines=True), ".ndjson": lambda p: pd.read_json(p, lines=True),
+               ".parquet": pd.read_parquet}
     if suffix not in readers:
         raise InputError(f"unsupported corpus format {suffix!r}: use .csv, .jsonl, .parquet, a folder saved with "
                          "datasets' save_to_disk, or an image folder")

@@ -184,12 +184,12 @@ def colour_range(values: np.ndarray, signed: bool = False) -> tuple[float, float
     return 0.0, max(positive_max(values), FLAT_FLOOR / values.size if values.size else 0.0)
 
 
-def value_title(expl: Explanation) -> str:
+def value_title(expl: ExplanationData) -> str:
     """What a shown value is, for axes and legends."""
     return "signed share: for (+) / against (−)" if expl.signed else "share of the shown mass"
 
 
-def scale_of(expl: Explanation, scale: str = SCORE_SCALE) -> str:
+def scale_of(expl: ExplanationData, scale: str = SCORE_SCALE) -> str:
     """The colour scale to draw `expl` with: `scale`, or the diverging SIGNED_SCALE for signed values."""
     return SIGNED_SCALE if expl.signed else scale
 

@@ -246,7 +246,8 @@ def comparison_payload(a: ExplanationData, b: ExplanationData, *, sides: str = "
     def title(name: str, expl: ExplanationData, index: int, raw: bool, key: str) -> tuple[str, str]:
         if expl.kind == "text":
             return view_title(expl, index, raw), f"{name}-{key}"
-        return html.escape(f"{name}: {expl.model_name} · {view_title(expl, index, raw)}"), ""  # the title names the method
+        # the title names the method
+        return html.escape(f"{name}: {expl.model_name} · {view_title(expl, index, raw)}"), ""
 
     def draw(position: int, raw: bool, key: str) -> ViewData:
         ia, ib = (side_layer(position, positions, e.num_layers) for e in (a, b))

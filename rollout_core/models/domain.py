@@ -83,7 +83,8 @@ def fit(features: np.ndarray, labels: np.ndarray, held_out: np.ndarray, held_out
     average = np.trace(covariance) / covariance.shape[0]
     values, vectors = np.linalg.eigh((1 - shrink) * covariance + shrink * average * np.eye(covariance.shape[0]))
     top = np.argsort(values)[::-1][:rank]
-    rest = float(values[np.setdiff1d(np.arange(len(values)), top)].mean()) if len(values) > rank else float(values.min())
+    rest = (float(values[np.setdiff1d(np.arange(len(values)), top)].mean()) if len(values) > rank
+            else float(values.min()))
     stats = DomainStatistics(module, means, vectors[:, top].T.copy(), values[top].copy(), rest, 0.0, 0.0,
                              float(np.quantile(held_out_top, UNSURE_QUANTILE)), fingerprint, dataset)
     distances = stats.distance(held_out)
