@@ -213,6 +213,7 @@ def test_broken_model_is_a_clear_error_in_the_core(case: Broken, broken_model: C
     assert "re-running" not in str(caught.value).lower()  # never torch's advice to load with weights_only=False
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", BROKEN, ids=[c.id for c in BROKEN])
 def test_broken_model_is_one_error_line_in_the_cli(case: Broken, cli_results: dict[str, CliResult]) -> None:
     line = assert_one_error_line(cli_results[case.id], case.says)

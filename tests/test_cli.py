@@ -35,6 +35,7 @@ def _one_error_line(proc: subprocess.CompletedProcess, status: int = 2) -> str:
     return lines[0]
 
 
+@pytest.mark.slow
 def test_text_json_from_stdin(tiny_model_dir):
     proc = _run("text", "--model", str(tiny_model_dir("bert")), "--text", "-", "--json", "--method", "gradient",
                 "--target", "POSITIVE", stdin="the cat sat on the mat")
@@ -47,6 +48,7 @@ def test_text_json_from_stdin(tiny_model_dir):
     assert {p["label"] for p in data["prediction"]} == {"NEGATIVE", "NEUTRAL", "POSITIVE"}
 
 
+@pytest.mark.slow
 def test_image_json(tiny_model_dir, tmp_path):
     path = tmp_path / "x.png"
     Image.fromarray((np.random.default_rng(0).random((40, 60, 3)) * 255).astype(np.uint8)).save(path)
@@ -58,6 +60,7 @@ def test_image_json(tiny_model_dir, tmp_path):
     assert np.isclose(np.sum(data["score_map"]), 1.0)
 
 
+@pytest.mark.slow
 def test_bad_model_is_one_line(tmp_path):
     line = _one_error_line(_run("text", "--model", str(tmp_path / "missing"), "--text", "hi"))
     assert "no such model folder" in line

@@ -189,6 +189,7 @@ def test_specs_say_what_the_options_do():
     assert sink.uses_head_fusion and sink.uses_residual and sink.layer_view == "raw attention"
 
 
+@pytest.mark.slow
 def test_cli_runs_each_new_method(tiny_model_dir, tmp_path):
     bert, gpt2 = tiny_model_dir("bert"), tiny_model_dir("gpt2")
     cases = [(["text", "--model", str(bert), "--text", "the cat sat", "--method", m, "--json"], None)

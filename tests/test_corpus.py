@@ -114,6 +114,7 @@ def test_image_folder_tree(tiny_handle, tmp_path):
         assert all(w.startswith("patch") for w in row["words"])
 
 
+@pytest.mark.slow
 def test_cli_progress_and_errors(tiny_model_dir, tmp_path):
     import subprocess
     import sys

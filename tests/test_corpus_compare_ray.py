@@ -9,6 +9,8 @@ from rollout_core.corpus import compare_runs as cr
 from rollout_core.corpus.engine import run_corpus
 from rollout_core.data.sentiment import generate
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 pytest.importorskip("ray")
 
 

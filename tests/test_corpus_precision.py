@@ -25,6 +25,7 @@ def _corpus(n: int, seed: int = 11) -> pd.DataFrame:
                          "label": [None] * n})
 
 
+@pytest.mark.slow
 def test_int8_rows_agree_with_float32_on_generated_sentences():
     """Tolerance from 512 sentences (benchmarks/RESULTS.md): max share difference 0.020, top-1 word 94%,
     prediction 98.6%; bounds here leave room for the smaller sample."""
@@ -63,6 +64,7 @@ def test_int8_is_recorded_in_the_manifest_and_not_mixed_with_float32(tiny_handle
     assert not any("Quantized" in type(m).__name__ for m in model.model.modules())
 
 
+@pytest.mark.slow
 def test_cli_bad_precision_is_one_error_line(tiny_model_dir, tmp_path):
     source = tmp_path / "in.csv"
     _corpus(3).to_csv(source, index=False)

@@ -30,6 +30,7 @@ def _corpus(n: int) -> pd.DataFrame:
                          "label": [r.label for r in rows]})
 
 
+@pytest.mark.slow
 def test_killed_run_resumes_each_id_once(tiny_model_dir, tmp_path, capsys):
     """A run killed mid-way, a second writer started beside it, a chunk deleted and another corrupted: the rerun
     ends with each id once and says what it explained again (issue 30: a deleted chunk was lost for good, the

@@ -173,6 +173,7 @@ def fresh_accuracy(loaded):
     return float(np.mean([model.config.id2label[p] == e.label for p, e in zip(predicted, examples)]))
 
 
+@pytest.mark.slow
 def test_accuracy_on_fresh_test_images_is_the_recorded_one(fresh_accuracy):
     recorded = _settings()["metrics"]["test_accuracy"]
     assert abs(fresh_accuracy - recorded) <= 0.07  # 100 images at ~0.95: binomial sd ~0.02
@@ -182,6 +183,7 @@ def test_accuracy_reaches_the_target(fresh_accuracy):
     assert fresh_accuracy >= 0.95
 
 
+@pytest.mark.slow
 def test_changed_assets_are_rebuilt(built, monkeypatch, tmp_path):
     models, _, _ = built
     settings = tmp_path / "training.json"

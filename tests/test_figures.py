@@ -292,6 +292,7 @@ def test_curves_one_line_per_method_and_a_dashed_random_baseline():
     np.testing.assert_array_equal(fig.data[1].y, [1, 0.6, 0.2])
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not (shutil.which("chromium") or os.environ.get("BROWSER_PATH")), reason="no Chromium")
 def test_png_export_through_kaleido_gives_a_decodable_png_of_the_asked_size():
     data = F.figure_png(F.patch_heatmap(_top_right()), width=300, height=240, scale=1, fallback=False)

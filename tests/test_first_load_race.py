@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 SCRIPT = r"""
 import sys, threading
 from rollout_core.models.loading import load_model

@@ -8,10 +8,13 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import pytest
 
 from rollout_core.explanation import Explanation
 from rollout_core.lru import size_of
 from test_pages_apptest import assert_clean, page
+
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
 
 TEXT = "the food was cold but the staff were kind"  # within the tiny model's 64 tokens
 

@@ -121,6 +121,7 @@ def test_a_hostile_cut_point_is_escaped(tiny_model_dir: Callable[[str], Path]) -
     assert_inert(cut[0].split("ends with:", 1)[1])
 
 
+@pytest.mark.slow
 def test_a_model_name_from_a_link_does_not_probe_the_servers_folders(
         tiny_model_dir: Callable[[str], Path], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Issue 30: under ROLLOUT_ALLOWED_MODEL_ROOTS, names outside the roots get the same message whether or not

@@ -37,6 +37,7 @@ def test_tiny_vit_folder_is_small_and_ordinary():
     assert metrics["test_images"] >= 1000 and metrics["settings"]["image_size"] == 64
 
 
+@pytest.mark.slow
 def test_recorded_accuracy_is_what_the_model_does(tiny_vit):
     model, processor = tiny_vit
     metrics = json.loads((OUTPUT_DIR / "metrics.json").read_text())

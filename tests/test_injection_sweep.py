@@ -37,6 +37,7 @@ def assert_neutralised(at: AppTest, payload: str) -> None:
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("payload", PAYLOADS)
 def test_target_model_labels_and_text_from_a_link(payload: str, tiny_model_dir: Callable[[str], Path]) -> None:
     bert, sentence = str(tiny_model_dir("bert")), str(tiny_model_dir("sentence"))

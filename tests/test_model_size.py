@@ -99,6 +99,7 @@ def _cli_peak(argv: list[str]) -> tuple[int, str, float]:
         return proc.returncode, err.read().decode(), usage.ru_maxrss / 1024
 
 
+@pytest.mark.slow
 def test_a_config_that_does_not_fit_its_weights_is_refused_before_allocation(
         tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
     """Issue 30: a config declaring a vocabulary of 10^7 (320M parameters, under the size limit) made the load
@@ -131,6 +132,7 @@ def test_weight_files_holding_fewer_parameters_than_the_config_are_refused_befor
     ("config.json", 9 * 2**20, "settings file"), ("tokenizer_config.json", 9 * 2**20, "settings file"),
     ("tokenizer.json", 65 * 2**20, "tokenizer file"), ("vocab.txt", 65 * 2**20, "tokenizer file"),
 ])
+@pytest.mark.slow
 def test_oversized_files_of_a_model_folder_are_not_read(name: str, size: int, what: str,
                                                         tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
     """Issue 30: config.json and tokenizer files had no size cap (a 301 MB config.json peaked at 2.2 GB)."""

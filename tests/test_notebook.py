@@ -9,6 +9,8 @@ import pytest
 
 from rollout_core.models import registry
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK = ROOT / "docs" / "examples" / "quickstart.ipynb"
 

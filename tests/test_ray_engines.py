@@ -14,6 +14,8 @@ from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.faithfulness.evaluate import evaluate_dataset
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 
 def _corpus(n: int) -> pd.DataFrame:
     rows = generate(n, seed=2)

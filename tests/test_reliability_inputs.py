@@ -222,6 +222,7 @@ def test_image_case_core(case: ImageCase, tiny_handle: Callable[[str], Any]) -> 
 # CLI: every case its own `python -m rollout_core` process
 
 
+@pytest.mark.slow
 def test_every_case_through_the_cli(tiny_model_dir: Callable[[str], Path], tmp_path: Path) -> None:
     bert, vit = tiny_model_dir("bert"), tiny_model_dir("vit")
     runs: list[tuple[list[str], str | bytes | None]] = []
@@ -310,6 +311,7 @@ def test_every_text_case_on_the_text_page(tiny_model_dir: Callable[[str], Path],
     assert not failures, "\n".join(failures)
 
 
+@pytest.mark.slow
 def test_every_image_case_on_the_image_page(tiny_model_dir: Callable[[str], Path], fresh_page_caches: None) -> None:
     at = _page("app_pages/image.py", model=str(tiny_model_dir("vit")))
     good = ("good.png", _png(_halves("RGB", RED, BLUE)), "image/png")

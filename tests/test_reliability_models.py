@@ -131,6 +131,7 @@ def test_hostile_model_core(case: Hostile, hostile_dir: Callable[[Hostile], Path
     assert not Path("/tmp/pwned-by-a-model").exists()
 
 
+@pytest.mark.slow
 def test_hostile_models_through_the_cli(hostile_dir: Callable[[Hostile], Path], tiny_model_dir: Callable[[str], Path],
                                         tmp_path: Path) -> None:
     picture = _picture_file(tmp_path)

@@ -23,6 +23,8 @@ from rollout_core.maths import flow
 from rollout_core.serving import budget
 from streamlit_runtime import RUN_SECONDS, open_tab, runtime, wait_for
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 STOP_SECONDS = 10.0
 """How long a closed tab's flow may go on: one max-flow problem takes milliseconds, so this is slack for load."""
 TEXT = " ".join(["the cat sat on the mat"] * 42)  # 252 words of the tiny vocabulary: 254 tokens

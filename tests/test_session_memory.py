@@ -16,6 +16,8 @@ import pytest
 from rollout_core.explanation import Explanation
 from streamlit_runtime import runtime, visit
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 VISITS = 3
 TEXTS = [f"visitor {i} found the soup cold but the staff kind" for i in range(VISITS)]
 EXAMPLES = ["astronaut", "chelsea", "coffee"][:VISITS]

@@ -61,6 +61,7 @@ def pictures(count: int, seed: int = 0) -> list[np.ndarray]:
             for _ in range(count)]
 
 
+@pytest.mark.slow
 def test_soak_200_explanations_memory_is_bounded(tiny_handle: Callable[[str], Any]) -> None:
     text_model, image_model = tiny_handle("bert"), tiny_handle("vit")
     texts, images = mixed_texts(TOTAL), pictures(8)

@@ -56,6 +56,7 @@ def test_committed_assets_are_small():
     assert {"settings", "metrics", "check"} <= set(settings)
 
 
+@pytest.mark.slow
 def test_folder_loads_offline_with_plain_auto_classes(built):
     folder, status = built
     assert "built" in status
@@ -140,6 +141,7 @@ def test_built_config_carries_the_fitted_temperature_and_the_reliability_limits(
     assert limits["trained_max_tokens"] == metrics["reliability"]["trained_max_tokens"] >= 20
 
 
+@pytest.mark.slow
 def test_accuracy_on_generated_held_out_sentences(loaded):
     model, tokenizer = loaded
     test = sentiment.generate(600, seed=11, split="test")

@@ -19,6 +19,8 @@ from PIL import Image
 from cli_driver import ROOT, cli_env, run_cli_cases
 from rollout_core.warm import channel, client
 
+pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+
 
 def _env(folder: Path, **extra: str) -> dict[str, str]:
     return cli_env(ROLLOUT_SERVER_DIR=str(folder), ROLLOUT_SERVER="on", **extra)
