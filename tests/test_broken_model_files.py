@@ -235,6 +235,7 @@ def test_broken_model_is_a_clear_error_on_the_page(case: Broken, broken_model: C
     assert "Traceback" not in errors[0] and not any("bug report" in e.label for e in at.expander)
 
 
+@pytest.mark.slow
 def test_a_tokenizer_named_as_architecture_is_not_an_error(broken_model: Callable[[Broken], str],
                                                            cli_results: dict[str, CliResult]) -> None:
     """transformers.AutoTokenizer is not a model class: the task's Auto class loads the weights instead."""

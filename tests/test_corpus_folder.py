@@ -35,6 +35,7 @@ def _chunks(out: Path) -> list[Path]:
     return sorted(out.glob("chunk-*.parquet"))
 
 
+@pytest.mark.slow
 def test_cells_that_cannot_be_explained_are_skipped_named_and_listed(tiny_model_dir, tmp_path):
     """An empty cell used to stop the whole corpus ("the text must be a string, not float", no row named, on
     every rerun); a huge cell was tokenised whole (8 MB: 15 s, 1.76 GB)."""
@@ -65,6 +66,7 @@ def test_cells_that_cannot_be_explained_are_skipped_named_and_listed(tiny_model_
     assert list(read_results(tmp_path / "jsonl")["id"]) == ["ok"]
 
 
+@pytest.mark.slow
 def test_every_user_error_of_the_corpus_command_is_one_line(tiny_handle, tiny_model_dir, tmp_path):
     """A damaged, empty or foreign chunk and --out naming a file were reported as internal errors (exit 1)."""
     made = {}
@@ -143,6 +145,7 @@ def _full_disk(folder: Path) -> tuple[str, object]:
     return "rlimit", limit
 
 
+@pytest.mark.slow
 def test_a_full_disk_is_one_line_and_the_folder_keeps_whole_chunks(tiny_model_dir, tmp_path):
     source = tmp_path / "in.csv"
     rng = np.random.default_rng(0)

@@ -179,6 +179,7 @@ def test_accuracy_on_fresh_test_images_is_the_recorded_one(fresh_accuracy):
     assert abs(fresh_accuracy - recorded) <= 0.07  # 100 images at ~0.95: binomial sd ~0.02
 
 
+@pytest.mark.slow
 def test_accuracy_reaches_the_target(fresh_accuracy):
     assert fresh_accuracy >= 0.95
 

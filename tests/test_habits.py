@@ -29,3 +29,11 @@ def test_tests_build_explanations_through_the_one_factory():
                  if p.name != "explanations.py" and (lines := _direct_constructions(p))}
     assert offenders == {}, "use tests/explanations.py make_explanation"
     assert _direct_constructions(ROOT / "tests" / "explanations.py")  # the check can see a construction
+
+
+def test_every_browser_test_is_marked_browser():
+    """tests/browser/ drives Chromium: each module says so, so the fast tier (-m "not slow and not browser") leaves it
+    out."""
+    unmarked = [p.name for p in (ROOT / "tests" / "browser").glob("test_*.py")
+                if "pytestmark = pytest.mark.browser" not in p.read_text(encoding="utf-8")]
+    assert unmarked == []

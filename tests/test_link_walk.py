@@ -93,6 +93,7 @@ HOSTILE = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", list(HOSTILE))
 def test_every_page_with_every_parameter_set_to_a_hostile_value(value: str, views) -> None:
     for path, base, keys in views:

@@ -12,6 +12,10 @@ import urllib.parse
 from pathlib import Path
 from typing import Any, Callable
 
+import pytest
+
+pytestmark = pytest.mark.browser
+
 LOAD = 120_000
 WAITING = "Waiting for a free slot"
 OWN = "your other long computation"
