@@ -9,7 +9,7 @@ from rollout_core.corpus import compare_runs as cr
 from rollout_core.corpus.engine import run_corpus
 from rollout_core.data.sentiment import generate
 
-pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # Ray start-up and two actors: minutes under load
 
 pytest.importorskip("ray")
 

@@ -381,6 +381,7 @@ def _default(name: str):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # minutes under load: longer than the 300 s default
 @pytest.mark.parametrize("name,dataset", [("default-text", "text"), ("default-image", "image")])
 def test_evaluate_dataset_on_default_models(name, dataset):
     from rollout_core.faithfulness.evaluate import evaluate_dataset

@@ -144,6 +144,7 @@ def _shipped_files() -> set[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # minutes under load: longer than the 300 s default
 def test_wheel_in_a_fresh_venv_runs_the_cli_the_api_and_the_dashboard(tmp_path):
     if not registry.is_available(registry.lookup("default-text")):
         pytest.skip(f"default-text is not built: {registry.SETUP_HINT}")

@@ -14,7 +14,7 @@ from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.faithfulness.evaluate import evaluate_dataset
 
-pytestmark = pytest.mark.slow  # the whole module: see the fast tier in pyproject.toml
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]  # Ray start-up and two actors: minutes under load
 
 
 def _corpus(n: int) -> pd.DataFrame:

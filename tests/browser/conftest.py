@@ -13,6 +13,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from browser_harness import CHROMIUM, CHROMIUM_ARGS, streamlit_server  # noqa: E402
 
 
+BROWSER_TIMEOUT = 600
+"""Seconds a browser test may take (pytest-timeout; the default is 300): it waits for a page up to 2 min at a time."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("browser") and not item.get_closest_marker("timeout"):
+            item.add_marker(pytest.mark.timeout(BROWSER_TIMEOUT))
+
+
 @pytest.fixture(scope="session")
 def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """The real app (`streamlit run app.py`) on a free port, stopped after the session."""
