@@ -3,6 +3,7 @@ of the corpus command as one line with exit status 2. (The kill / delete / corru
 tests/test_corpus_ray_page.py::test_killed_run_resumes_each_id_once.)"""
 from __future__ import annotations
 
+import contextlib
 import json
 import shutil
 import socket
@@ -21,6 +22,7 @@ from rollout_core.corpus.cells import MAX_TEXT_CHARS
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.errors import InputError
+from rollout_core.models.loading import load_model
 
 QUIET = lambda done, total: None  # noqa: E731
 
@@ -168,6 +170,13 @@ def test_a_full_disk_is_one_line_and_the_folder_keeps_whole_chunks(tiny_model_di
         assert f"it keeps its {len(_chunks(out))} whole chunks ({len(kept)} rows)" in lines[-1]
         assert not list(out.glob(".chunk-*")) and not (out / result_folder.LOCK).exists()
         if how == "tmpfs":
+            filler = tmp_path / "disk" / "filler"
+            with open(filler, "wb", buffering=0) as out_file, contextlib.suppress(OSError):
+                while True:  # the rest of the disk, so that not even the lock fits
+                    out_file.write(b"x" * 4096)
+            with pytest.raises(InputError, match=r"cannot write to .*: the disk is full"):
+                run_corpus(load_model(str(tiny_model_dir("bert"))), corpus, tmp_path / "disk" / "new", progress=QUIET)
+            filler.unlink()
             subprocess.run(["mount", "-o", "remount,size=16m", str(tmp_path / "disk")], check=True)
         again = subprocess.run(argv, capture_output=True, text=True, env=cli_env(), cwd=ROOT, timeout=300)
         assert again.returncode == 0, again.stderr

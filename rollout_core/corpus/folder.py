@@ -124,12 +124,15 @@ def open_for_writing(out: Path, facts: dict[str, Any]) -> Iterator[ResultFolder]
     except OSError as err:
         raise InputError(f"cannot create the result folder {out}: {err.strerror or err}") from None
     with _locked(out):
-        unfinished = set()
-        for stale in out.glob(".chunk-*.tmp"):  # left by a run that was killed (we hold the lock: not a live run's)
-            unfinished.add(f"chunk-{stale.name.rsplit('-', 1)[-1].removesuffix('.tmp')}.parquet")
-            stale.unlink()
-        _check_manifest(out, facts)
-        chunks, lost, adopted = _verify(out, unfinished)
+        try:
+            unfinished = set()
+            for stale in out.glob(".chunk-*.tmp"):  # left by a killed run (we hold the lock: not a live run's)
+                unfinished.add(f"chunk-{stale.name.rsplit('-', 1)[-1].removesuffix('.tmp')}.parquet")
+                stale.unlink()
+            _check_manifest(out, facts)
+            chunks, lost, adopted = _verify(out, unfinished)
+        except OSError as err:  # a full disk or a folder we may not write, before any row
+            raise InputError(f"cannot write to {out}: {_FULL.get(err.errno) or err.strerror or err}") from None
         yield ResultFolder(out, chunks, lost, adopted)
 
 
@@ -173,7 +176,10 @@ def _locked(out: Path) -> Iterator[None]:
 
     path = out / LOCK
     while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        except OSError as err:
+            raise InputError(f"cannot write to {out}: {_FULL.get(err.errno) or err.strerror or err}") from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -194,9 +200,14 @@ def _locked(out: Path) -> Iterator[None]:
         os.close(fd)
         raise InputError(f"a corpus run on host {previous['host']} ({_describe(previous)}) holds {out}; if it is no "
                          f"longer running, remove {path} and rerun")
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": host, "started": time.strftime("%Y-%m-%d %H:%M:%S")})
-              .encode(), 0)
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "host": host,
+                                  "started": time.strftime("%Y-%m-%d %H:%M:%S")}).encode(), 0)
+    except OSError as err:
+        path.unlink(missing_ok=True)
+        os.close(fd)
+        raise InputError(f"cannot write to {out}: {_FULL.get(err.errno) or err.strerror or err}") from None
     try:
         yield
     finally:
