@@ -13,17 +13,17 @@ V4_SHAPES = {"surface", "alone", "indirect_review", "turn_in_sentence"}
 
 @pytest.fixture(scope="module")
 def generated():
-    return {version: reviews.generate(3000, seed=0, vader=True, version=version) for version in (3, 4)}
+    return {version: reviews.generate(1200, seed=0, vader=True, version=version) for version in (3, 4)}
 
 
 def test_seeded_and_balanced(generated):
-    again = reviews.generate(3000, seed=0, vader=True, version=4)
+    again = reviews.generate(1200, seed=0, vader=True, version=4)
     assert [r.text for r in again] == [r.text for r in generated[4]]
     assert [r.text for r in reviews.generate(300, seed=1, version=4)] != [r.text for r in generated[4][:300]]
     for made in generated.values():
         targets = Counter(r.positive for r in made)
-        assert targets[0.5] == round(3000 * 0.15)
-        assert targets[1.0] == targets[0.0] == (3000 - targets[0.5]) // 2
+        assert targets[0.5] == round(1200 * 0.15)
+        assert targets[1.0] == targets[0.0] == (1200 - targets[0.5]) // 2
 
 
 def test_version_3_has_none_of_the_v4_pieces(generated):
