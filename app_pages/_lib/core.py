@@ -6,7 +6,7 @@ first out, keyed on (model, input, `Options`, target): moving the layer slider o
 redraws without running the model again. Before a computation the cost is estimated (`rollout_core.serving.budget`):
 over the limit it is refused with the estimate; a heavy one waits for one of the server's few heavy slots, and
 stops at its next checkpoint when its session reruns, stops or is closed.
-The core functions are looked up at call time (`explain.explain_text`), so tests can count calls.
+The core functions are looked up at call time (`explain.prepare`, `Prepared.run`), so tests can count calls.
 """
 from __future__ import annotations
 
@@ -113,16 +113,6 @@ def _offer_cheaper(err: budget.BudgetError, method_key: str) -> None:
               on_click=switch, type="primary")
 
 
-def _checked(handle: Any, source: Any, options: Options, method_key: str | None) -> float:
-    """The budget's estimate of the request; its refusal tagged with the page's method key (for `guarded`)."""
-    try:
-        return budget.check_request(handle, source, options.method, options.start_layer, options.end_layer,
-                                    full_matrix=options.full_matrix)
-    except budget.BudgetError as err:
-        err.method_key = method_key
-        raise
-
-
 def _session_gone() -> Callable[[], bool]:
     """True once this script run was asked to stop or rerun, or its browser tab closed (Streamlit internals:
     when they are not there, a computation simply runs to its end)."""
@@ -155,13 +145,10 @@ def explain_text(name: str, allow_pickle: bool, text: str, options: Options, tar
     sidebar's method key, which a refusal's "use a cheaper method" button sets."""
     from rollout_core import explain
 
-    handle = load(name, allow_pickle)
     options = dataclasses.replace(options, keep_heads=keep_heads)
-    seconds = _checked(handle, text, options, method_key)
-    return cached(("text", name, allow_pickle, text, options, target, labels),
-                  lambda: explain.explain_text(handle, text, target=target, labels=list(labels) if labels else None,
-                                               **options.kwargs()), seconds,
-                  f"{_method_title(options.method)} on {name}")
+    return _explained(("text", name, allow_pickle, text, options, target, labels),
+                      lambda: explain.prepare(load(name, allow_pickle), text, options, modality="text", target=target,
+                                              labels=list(labels) if labels else None), method_key)
 
 
 def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
@@ -170,17 +157,31 @@ def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
     (`method_key` as for `explain_text`)."""
     from rollout_core import explain
 
-    handle = load(name, allow_pickle)
-    seconds = _checked(handle, image, options, method_key)
-    return cached(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
-                  lambda: explain.explain_image(handle, image, target=target, **options.kwargs()), seconds,
-                  f"{_method_title(options.method)} on {name}")
+    return _explained(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
+                      lambda: explain.prepare(load(name, allow_pickle), image, options, modality="image",
+                                              target=target), method_key)
 
 
-def _method_title(method: str) -> str:
+_MISSING = object()
+
+
+def _explained(key: Hashable, prepare: Callable[[], Any], method_key: str | None = None) -> Any:
+    """The cached explanation of `key`; on a miss the request is `prepare`d (checked and encoded once), its cost
+    estimated from that encoded input (`budget.check_prepared`), and the same prepared input explained. A
+    refusal is tagged with the sidebar's `method_key` (for `guarded`'s cheaper-choice button)."""
     from rollout_core import methods
 
-    return methods.display_name(method)
+    hit = results().get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    prepared = prepare()
+    try:
+        seconds = budget.check_prepared(prepared)
+    except budget.BudgetError as err:
+        err.method_key = method_key
+        raise
+    what = f"{methods.display_name(prepared.options.method)} on {prepared.handle.name}"
+    return cached(key, prepared.run, seconds, what)
 
 
 @contextmanager

@@ -121,8 +121,6 @@ def positions(handle: Any, source: Any) -> tuple[int, int]:
     """(positions, pooled outputs) of `source` (a text, or an image for an image model) as the explanation will
     count them: text tokenised with the model's limit, images as the processed image's patch grid; outputs are
     the positions the model's readout pools."""
-    import torch
-
     from rollout_core.models import families
 
     spec = families.spec_for(handle.config)
@@ -138,23 +136,21 @@ def positions(handle: Any, source: Any) -> tuple[int, int]:
 
         limit = model_max_length(handle.processor, handle.config, spec.position_offset)
         tokens = len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids)
-    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
-    outputs = int((families.row_weights(pooling, torch.ones(1, tokens, dtype=torch.bool), patches) > 0).sum())
-    return tokens, outputs
+    return tokens, families.pooled_positions(handle, tokens, patches)
 
 
 def workload(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
-             full_matrix: bool = False, sized: tuple[int, int] | None = None) -> Workload:
+             full_matrix: bool = False, sized: tuple[int, int] | None = None, batch: int = 1) -> Workload:
     """The `Workload` of explaining `source` with the loaded `handle` by `method` over the layer range (raised to
-    the method's first readable layer, as the explanation does). `sized`: `positions(handle, source)` when the
-    caller counted them already."""
+    the method's first readable layer, as the explanation does). `sized`: (positions, pooled outputs) when the
+    caller counted them already (`positions(handle, source)`, or an encoded request's); `batch`: inputs."""
     tokens, outputs = positions(handle, source) if sized is None else sized
     spec = methods.get(method)
     first = spec.first_layer(handle) if spec.first_layer is not None else 0
     end = handle.num_layers if end_layer is None else end_layer
     return Workload(tokens=tokens, layers=max(end - max(start_layer, first), 1), model_layers=handle.num_layers,
                     heads=handle.num_heads, hidden=_hidden_size(handle.config), outputs=outputs,
-                    image=handle.modality == "image", full_matrix=full_matrix)
+                    image=handle.modality == "image", batch=batch, full_matrix=full_matrix)
 
 
 def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
@@ -173,6 +169,15 @@ def choices(handle: Any) -> tuple[str, ...]:
     runnable = tuple(s.name for s in methods.runnable(handle))
     default = measured.default_method(handle.name, methods.names())
     return tuple(dict.fromkeys(((default,) if default in runnable else ()) + runnable))
+
+
+def check_prepared(prepared: Any) -> float:
+    """`check` for a request `rollout_core.explain.prepare` has encoded (its positions counted once, for the
+    estimate and the explanation alike): its method, layer range and full-matrix choice as it will run."""
+    o, handle = prepared.options, prepared.handle
+    work = workload(handle, None, o.method, o.start_layer, o.end_layer, full_matrix=o.full_matrix,
+                    sized=(prepared.tokens, prepared.outputs), batch=max(len(prepared.encoded), 1))
+    return check(o.method, work, choices=choices(handle))
 
 
 @dataclass(frozen=True)
