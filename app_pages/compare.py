@@ -52,8 +52,9 @@ else:
     explain = core.explain_image
 
 side_requests = (("A", name_a, pickle_a, method_a, target_a), ("B", name_b, pickle_b, method_b, target_b))
-fetches = [functools.partial(explain, name, allow_pickle, source, method, target)
-           for _, name, allow_pickle, method, target in side_requests]
+method_keys = ("method", "method" if mode == "models" else "b_method")  # the sidebar's: a refusal's cheaper choice
+fetches = [functools.partial(explain, name, allow_pickle, source, method, target, method_key=key)
+           for (_, name, allow_pickle, method, target), key in zip(side_requests, method_keys)]
 
 
 def explained(side: str, name: str, allow_pickle: bool, method: Options,

@@ -1,6 +1,7 @@
 """Raw attention: one layer's head-fused attention on its own, no product through the layers."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -11,6 +12,12 @@ def compute(method_input: MethodInput) -> MethodOutput:
     layers = layer_attention(method_input.captured.attentions, head_fusion=o.head_fusion,
                              attention_mask=method_input.mask)[o.start_layer:o.end_layer]
     return rows_of(layers, method_input)
+
+
+
+def cost(w: Workload) -> float:
+    """One forward pass (each layer's attention is read as it is)."""
+    return forward_seconds(w)
 
 
 METHOD = MethodSpec(
@@ -26,5 +33,6 @@ METHOD = MethodSpec(
     single_layer=True,
     attention_only=True,
     seq2seq=True,
+    cost=cost,
     compute=compute,
 )

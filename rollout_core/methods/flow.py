@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -73,6 +74,16 @@ def cost_seconds(n: int, layers: int, *, outputs: int = 1, image: bool = False, 
     return seconds
 
 
+SOLVER_FACTOR = 2.0
+"""The solver's seconds on the shared machine (load 4-8), in units of maths.flow_bounded's quiet-machine figure."""
+
+
+def cost(w: Workload) -> float:
+    """The forward pass and the max-flow problems (`cost_seconds`), per input of the batch."""
+    solver = cost_seconds(w.tokens, w.layers, outputs=w.outputs, image=w.image, full_matrix=w.full_matrix)
+    return forward_seconds(w) + w.batch * SOLVER_FACTOR * solver
+
+
 def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int] | None") -> "torch.Tensor":
     """(B, n): the output rows mixed by the readout weights, or the pooled row as it is."""
     import torch
@@ -123,5 +134,6 @@ METHOD = MethodSpec(
              "the layers' residual-augmented attention.",
     attention_only=True,
     facts=describe,
+    cost=cost,
     compute=compute,
 )
