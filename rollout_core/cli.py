@@ -81,15 +81,15 @@ def add_option_flags(parser: argparse.ArgumentParser, command: str) -> None:
         if o.flag is None or command not in o.commands:
             continue
         if o.kind == "switch":
-            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
+            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.full_help())
             continue
-        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": o.help}
+        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": o.full_help()}
         if o.kind == "method":
             kwargs["choices"] = methods.names()
         elif o.kind == "choice":
-            kwargs.update(choices=o.choices, help=f"{o.help} (default: {o.default})")
+            kwargs.update(choices=o.choices, help=f"{o.full_help()} (default: {o.default})")
         elif o.kind == "number":
-            kwargs.update(type=float, help=f"{o.help} ({o.low:g} to {o.high:g}; default: {o.default:g})")
+            kwargs.update(type=float, help=f"{o.full_help()} ({o.low:g} to {o.high:g}; default: {o.default:g})")
         elif o.kind in ("layer", "count"):
             kwargs["type"] = int
         parser.add_argument(o.flag, **kwargs)

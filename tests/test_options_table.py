@@ -16,7 +16,7 @@ from streamlit.testing.v1 import AppTest
 
 from rollout_core import cli, explain, methods
 from rollout_core.errors import InputError
-from rollout_core.options import OPTIONS, SPECS, Options, OptionSpec, validate, with_overrides
+from rollout_core.options import OPTIONS, SPECS, Options, OptionSpec, markdown, validate, with_overrides
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 NUMBERS = [o for o in OPTIONS if o.kind == "number"]
@@ -40,6 +40,11 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
         status = int(stop.code)
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def test_the_options_doc_is_the_tables() -> None:
+    """docs/OPTIONS.md is `python -m rollout_core.options > docs/OPTIONS.md`; regenerate it after a change."""
+    assert (Path(__file__).resolve().parents[1] / "docs" / "OPTIONS.md").read_text(encoding="utf-8") == markdown()
 
 
 def test_options_fields_are_the_tables() -> None:

@@ -216,9 +216,12 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], options: Options) -> float:
-    """The budget check of every evaluated method (references and cheap methods count as heavy anyway)."""
-    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer,
-                                       full_matrix=options.full_matrix) for m in methods)
+    """The budget check of every evaluated method, the input counted once for them all (references and cheap methods
+    count as heavy anyway)."""
+    sized, choices = budget.positions(handle, source), budget.choices(handle)
+    seconds = sum(budget.check(m, budget.workload(handle, source, m, options.start_layer, options.end_layer,
+                                                  full_matrix=options.full_matrix, sized=sized), choices=choices)
+                  for m in methods)
     return max(seconds, budget.HEAVY_SECONDS)
 
 
@@ -234,7 +237,11 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
-    return cached(("evaluate", name, allow_pickle, digest, methods, options, references, seeds),
+    key = ("evaluate", name, allow_pickle, digest, methods, options, references, seeds)
+    hit = results().get(key, _MISSING)  # a rerun showing a finished evaluation counts nothing again
+    if hit is not _MISSING:
+        return hit
+    return cached(key,
                   lambda: evaluate.evaluate_input(handle, source, list(methods), references=references, seeds=seeds,
                                                   progress=progress, explanations=explanations, **kwargs),
                   _evaluation_seconds(handle, source, methods, options))
