@@ -29,6 +29,7 @@ METHOD = MethodSpec(
              "of the whole model.",
     explains="How strongly the explained output attends to each input in one layer (no product over layers).",
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     single_layer=True,
     attention_only=True,

@@ -137,4 +137,5 @@ METHOD = MethodSpec(
     facts=describe,
     cost=cost,
     compute=compute,
+    uses_discard=False,
 )
