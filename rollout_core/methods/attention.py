@@ -25,6 +25,7 @@ METHOD = MethodSpec(
     cumulative=False,
     single_layer=True,
     attention_only=True,
+    fused_heads_suffice=True,
     seq2seq=True,
     compute=compute,
 )
