@@ -12,6 +12,7 @@ from rollout_core import capture, lowmem, methods
 from rollout_core.explanation_data import Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
+from rollout_core.methods._rows import weighted_rows
 from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.value_norms import record_value_norms
@@ -106,7 +107,7 @@ def _full_batch(
     w = weights.to(layer_att.dtype)
     return _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
-        layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention_scores=weighted_rows(w, layer_att.to(w.dtype)), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )
