@@ -336,6 +336,79 @@ TOPIC = ["housing", "parking", "transport", "recycling", "budget", "school"]
 COLOUR = ["black", "white", "blue", "green", "red", "grey", "silver"]
 ORDINAL = ["first", "second", "fifth", "tenth", "fifteenth", "twentieth"]
 PRICE = ["forty pounds", "twenty euros", "sixty dollars", "a hundred pounds", "fifteen euros"]
+# ---- generator v4 (issue 27, second round): shapes the v3 banks lack, used only with version >= 4 -----------------
+# Comparisons and similes: the reference point decides ("I've had better coffee from a vending machine").
+COMPARE_NEG = ["I've had better {food} from a {lowly}.", "My old one from the supermarket did a better job.",
+               "The cheap one I had before was better in every way.", "It feels like a toy.",
+               "It tastes like it came out of a packet.", "It sounds like a tin can full of bolts.",
+               "You'd get more comfort sitting on the floor.", "A paper bag would keep the rain out better.",
+               "My phone takes better pictures.", "The free version was better.",
+               "It's like paying for a hotel and getting a hostel."]
+COMPARE_POS = ["It's better than the one I paid twice as much for.", "It puts the big brands to shame.",
+               "It feels like something that costs three times as much.", "It beats every other one I've tried.",
+               "I'd put it up against any of the expensive ones.", "It makes my old one look like a toy.",
+               "The branded version can't touch it.",
+               "It's as good as the restaurant down the road, at half the price."]
+FOOD = ["coffee", "curry", "chips", "bread", "sushi", "burgers", "soup"]
+LOWLY = ["vending machine", "hospital canteen", "motorway services", "school canteen",
+         "corner shop"]
+# Regret, wishes and unmet standards (NEGATIVE); their mirror images (POSITIVE).
+WISH_NEG = ["I wish I had {regret}.", "I should have {regret}.", "Next time I'll know to {regret_inf}.",
+            "I expected more from {standard}.", "You'd expect better from {standard}.",
+            "Nothing about it feels {worth}.", "There's nothing here that's {worth}.",
+            "I can't think of one reason to buy it.", "Hard to see who this is for."]
+WISH_POS = ["My only regret is not buying it sooner.", "I wish I'd found them years ago.",
+            "I should have done this ages ago.", "Nothing was too much trouble.", "Not a single thing went wrong.",
+            "There isn't one thing I'd change.", "I can't think of a single thing to complain about.",
+            "I only wish they had a branch nearer to home."]
+REGRET = [("read the reviews first", "read the reviews first"), ("gone elsewhere", "go elsewhere"),
+          ("kept my old one", "keep the old one"), ("saved my money", "save my money"),
+          ("listened to my {person}", "listen to my {person}"), ("checked the small print", "check the small print")]
+STANDARD = ["a place with this many awards", "a company this size",
+            "something at this price", "a hotel with five stars on the door", "a shop that calls itself premium"]
+WORTH = ["worth the money", "well made", "finished", "worth the wait", "like a premium product"]
+# Looks versus function: an attractive surface with a failed core job (NEGATIVE), and the reverse (POSITIVE).
+SURFACE = ["nice-looking", "stylish", "pretty", "beautifully packaged", "shiny", "well-designed"]
+CORE_FAIL = {"default": ["doesn't do the one thing it's for", "stopped working within a month",
+                         "can't do its basic job", "falls apart if you look at it"],
+             "electronics": ["can't hold a charge", "won't stay connected"],
+             "clothes": ["lets the rain straight in", "falls apart in the wash"],
+             "kitchen": ["can't boil water evenly", "burns everything you put in it"],
+             "food": ["serves food you wouldn't give a dog"], "stay": ["has beds like concrete"]}
+CORE_OK = ["has never once let me down", "does exactly what it should, every single day",
+           "has outlasted everything else I own", "just keeps going"]
+SURFACE_NEG = ["It's a {surface} {noun} that {fail}.", "{Minor}, and that's all it does well.",
+               "{Minor}, and that's the end of the good news.", "Sure, {minor}. It also {fail}.",
+               "Yes, {minor}. Shame it {fail}.", "Lovely to look at, but it {fail}."]
+SURFACE_POS = ["It's an ugly old {noun} that {ok}.", "It's no looker, but it {ok}.",
+               "Sure, {minor_neg}. It also {ok}.", "{Easy} to use, even for {novice}.",
+               "{Easy} to set up, even for {novice}."]
+EASY = ["Simple", "Easy", "Straightforward", "Painless"]
+NOVICE = ["a complete beginner", "my eighty-year-old {person}",
+          "someone who never reads instructions", "a total technophobe"]
+# "Five stars for X alone" is sincere praise, unlike the sarcasm frames around a bad event.
+ALONE_POS = ["Five stars for {good} alone.", "Worth it for {good} alone.", "{Good} alone is worth the price.",
+             "I'd go back just for {good}.", "Come for {good}, stay for everything else."]
+ALONE_NEG = ["One star, and that's for {good}.", "The only thing worth mentioning is {good}.",
+             "Apart from {good}, there's nothing to say for it."]
+GOOD_ASPECTS = ["the view", "the desserts", "the staff", "the location", "the sound",
+                "the battery life", "the build quality", "the breakfast", "the soundtrack"]
+# People's conduct and everyday events that imply the verdict without a polar word.
+CONDUCT_POS = ["They talked me out of the pricier option.", "They explained every step in plain language.",
+               "They didn't charge me for the extra hour.", "They remembered our names on the second night.",
+               "Our {pet} chewed through two others, and hasn't touched this one.",
+               "After trying {count} others, this is the one we kept.", "They rang to check everything was still fine.",
+               "The driver carried it all the way upstairs.", "The chef came out to ask how everything was.",
+               "They fitted us in the same afternoon."]
+CONDUCT_NEG = ["The {role} was texting through half of it.", "Nobody apologised.",
+               "The {role} never once looked up from the screen.", "We had to clear our own table.",
+               "It gave up at the first {test}.",
+               "The {role} rolled their eyes when I asked a question.", "They blamed me for their mistake.",
+               "Half of it was still frozen in the middle.", "It was covered in someone else's fingerprints.",
+               "I found the same thing for half the price next door."]
+PET = ["cat", "dog", "rabbit", "toddler", "puppy"]
+ROLE = ["trainer", "receptionist", "waiter", "salesman", "guide", "technician", "instructor", "cashier"]
+TEST = ["sign of rain", "bump in the road", "hot wash", "real workout", "cold morning"]
 OPENERS = ["", "", "", "", "Honestly, ", "To be fair, ", "Overall, ", "In short, ", "All in all, ", "Well, ",
            "So, ", "Basically, ", "Frankly, ", "Bottom line: ", "To sum up, "]
 CONTRAST_NEG = ["However, ", "Unfortunately, ", "Sadly, ", "But ", "Then again, ", "On the other hand, ",
@@ -369,9 +442,10 @@ VADER_FRAMES = ["One word: {w}.", "{W}, that's the only way to describe it.", "I
 
 
 class _Writer:
-    def __init__(self, rng: random.Random, lexicon: dict[bool, list[str]] | None) -> None:
+    def __init__(self, rng: random.Random, lexicon: dict[bool, list[str]] | None, version: int = 3) -> None:
         self.rng = rng
         self.lexicon = lexicon or {True: [], False: []}
+        self.version = version
 
     def fill(self, text: str) -> str:
         r = self.rng
@@ -387,6 +461,9 @@ class _Writer:
                  "topic": lambda: r.choice(TOPIC),
                  "colour": lambda: r.choice(COLOUR), "colour2": lambda: r.choice(COLOUR),
                  "ordinal": lambda: r.choice(ORDINAL), "n": lambda: str(r.randint(2, 9)),
+                 "food": lambda: r.choice(FOOD), "lowly": lambda: r.choice(LOWLY), "pet": lambda: r.choice(PET),
+                 "role": lambda: r.choice(ROLE), "test": lambda: r.choice(TEST),
+                 "standard": lambda: r.choice(STANDARD), "worth": lambda: r.choice(WORTH),
                  "n2": lambda: str(r.randint(10, 14)),
                  "thing": lambda: r.choice(THINGS[r.choice(list(THINGS))]).split(" ", 1)[1],
                  "Thing_cap": lambda: "The " + r.choice(THINGS[r.choice(list(THINGS))]).split(" ", 1)[1]}
@@ -421,13 +498,26 @@ class _Writer:
         return self.fill(text)
 
     def _claim(self, kind: str, positive: bool, thing: str) -> str:
-        """One sentence that states the polarity: an aspect, a verdict or an implied outcome."""
+        """One sentence that states the polarity: an aspect, a verdict or an implied outcome (v4: also a
+        comparison, a wish or regret, or people's conduct)."""
+        if self.version >= 4 and self.rng.random() < 0.25:
+            return self.indirect(positive)
         choice = self.rng.choices(("aspect", "verdict", "implied"), (4, 2, 3))[0]
         if choice == "aspect":
             return self.aspect(kind, positive, thing)
         if choice == "verdict":
             return self.verdict(positive)
         return self.implied(positive)
+
+    def indirect(self, positive: bool) -> str:
+        """v4: a comparison, a wish or regret, or people's conduct that implies the verdict."""
+        r = self.rng
+        bank = r.choice(((COMPARE_POS, COMPARE_NEG), (WISH_POS, WISH_NEG), (CONDUCT_POS, CONDUCT_NEG)))
+        text = r.choice(bank[0] if positive else bank[1])
+        if "{regret" in text:
+            done, infinitive = r.choice(REGRET)
+            text = text.replace("{regret}", done).replace("{regret_inf}", infinitive)
+        return self.fill(text)
 
     def neutral(self) -> str:
         return self.fill(self.rng.choice(NEUTRAL_TEMPLATES + CONTEXT))
@@ -492,11 +582,51 @@ class _Writer:
             return r.choice(EXPECT_POS).replace("{pos}", r.choice(EXPECT_POS_TAIL))
         return r.choice(EXPECT_NEG).replace("{neg}", r.choice(EXPECT_NEG_TAIL))
 
+    def surface(self, kind, positive, thing):
+        """v4: looks against function ("a stylish lamp that can't do its basic job"; "no looker, but it ...")."""
+        r = self.rng
+        noun = thing.split(" ", 1)[1]
+        if positive:
+            text = r.choice(SURFACE_POS).replace("{ok}", r.choice(CORE_OK)).replace("{noun}", noun)
+            text = text.replace("{minor_neg}", _low(r.choice(MINOR_NEG))).replace("{Easy}", r.choice(EASY))
+            return text.replace("{novice}", r.choice(NOVICE))
+        fail = r.choice(CORE_FAIL.get(kind, []) + CORE_FAIL["default"])
+        minor = r.choice(MINOR_POS)
+        text = r.choice(SURFACE_NEG).replace("{fail}", fail).replace("{noun}", noun)
+        return text.replace("{surface}", r.choice(SURFACE)).replace("{Minor}", minor).replace("{minor}", _low(minor))
+
+    def alone(self, kind, positive, thing):
+        """v4: "Five stars for the view alone" (sincere) and "One star, and that's for the view"."""
+        r = self.rng
+        good = r.choice(GOOD_ASPECTS)
+        text = r.choice(ALONE_POS if positive else ALONE_NEG)
+        return text.replace("{good}", good).replace("{Good}", _cap(good))
+
+    def indirect_review(self, kind, positive, thing):
+        """v4: an indirect claim, alone or with a plain one or a neutral context sentence."""
+        r = self.rng
+        sentences = [self.indirect(positive)]
+        extra = r.random()
+        if extra < 0.3:
+            sentences.append(self._claim(kind, positive, thing))
+        elif extra < 0.5:
+            sentences.insert(0, self.fill(r.choice(CONTEXT)))
+        return " ".join(sentences)
+
+    def turn_in_sentence(self, kind, positive, thing):
+        """v4: two aspects in one sentence, the one after "but" decides ("The plot drags, but the ending is
+        superb.")."""
+        first = self.aspect(kind, not positive, thing)[:-1]
+        second = self.aspect(kind, positive, thing)
+        return f"{first}, {self.rng.choice(('but', 'but', 'yet', 'though'))} {_low(second)}"
+
     def review(self, positive: bool) -> Review:
         r = self.rng
         kind = r.choice(list(THINGS))
         thing = r.choice(THINGS[kind])
         shapes = {"plain": 5, "concession": 3, "contrast": 3, "expectation": 1, "sarcasm": 1.6 if positive else 2}
+        if self.version >= 4:
+            shapes |= {"surface": 1.2, "alone": 0.6, "indirect_review": 2, "turn_in_sentence": 1.2}
         shape = r.choices(list(shapes), list(shapes.values()))[0]
         text = getattr(self, shape)(kind, positive, thing)
         if r.random() < 0.2:
@@ -521,10 +651,13 @@ def _low(text: str) -> str:
     return text if re.match(r"I\b|I'", text) else text[:1].lower() + text[1:]
 
 
-def generate(n: int, seed: int = 0, neutral_share: float = 0.15, vader: bool = False) -> list[Review]:
-    """`n` reviews: `neutral_share` of them neutral (target 0.5), the rest half positive, half negative; seeded."""
+def generate(n: int, seed: int = 0, neutral_share: float = 0.15, vader: bool = False,
+             version: int = 3) -> list[Review]:
+    """`n` reviews: `neutral_share` of them neutral (target 0.5), the rest half positive, half negative; seeded.
+    `version` 3 is the generator of the first issue-27 round; 4 adds the v4 banks (comparisons, regret, looks
+    against function, "for X alone", people's conduct, the turn inside one sentence)."""
     rng = random.Random(f"reviews:{seed}")
-    writer = _Writer(rng, vader_words() if vader else None)
+    writer = _Writer(rng, vader_words() if vader else None, version)
     n_neutral = round(n * neutral_share)
     kinds = [None] * n_neutral + [i % 2 == 1 for i in range(n - n_neutral)]
     rng.shuffle(kinds)

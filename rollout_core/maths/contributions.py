@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rollout_core.cancel import checkpoint
 from rollout_core.models.layer_access import LayerAccess, Recorded
 
 ALTI_CHUNK = 32  # output rows per block of ALTI distances: (B, n, 32, d) floats at a time
@@ -122,6 +123,7 @@ def alti_contributions(recorded: Recorded, attention_mask: torch.Tensor | None =
     0. The block output y includes the bias terms, as mt-upc/transformer-contributions' `resultant` does."""
     out = []
     for acc, x, a_in, probs in zip(recorded.layers, recorded.residual, recorded.attn_input, recorded.probs):
+        checkpoint()  # a stopped page session stops between layers (rollout_core.cancel)
         with torch.no_grad():
             c = _alti_layer(acc, x, a_in, probs, _pairs(attention_mask, x.shape[0], x.shape[1], x.device))
         out.append(c / c.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(c.dtype).tiny))

@@ -1,6 +1,7 @@
 """Attention rollout (Abnar & Zuidema 2020): the product of residual-augmented, head-fused attention."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -13,6 +14,12 @@ def compute(method_input: MethodInput) -> MethodOutput:
         discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
         attention_mask=method_input.mask, all_layers=True)
     return rows_of(cumulative, method_input)
+
+
+
+def cost(w: Workload) -> float:
+    """One forward pass and the product of the range's n x n matrices."""
+    return forward_seconds(w) + product_seconds(w)
 
 
 METHOD = MethodSpec(
@@ -28,5 +35,6 @@ METHOD = MethodSpec(
     fused_heads_suffice=True,
     can_stream=True,
     seq2seq=True,
+    cost=cost,
     compute=compute,
 )

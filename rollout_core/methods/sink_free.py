@@ -1,6 +1,7 @@
 """Sink-free rollout: attention rollout with each layer's attention sinks (rollout_core.maths.sinks) dropped."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -25,6 +26,12 @@ def _recorder(model):
     return record_value_norms(model)
 
 
+
+def cost(w: Workload) -> float:
+    """One forward pass (value norms recorded on the way) and rollout's product."""
+    return forward_seconds(w) + product_seconds(w)
+
+
 METHOD = MethodSpec(
     name="sink_free",
     title="Sink-free rollout",
@@ -38,5 +45,6 @@ METHOD = MethodSpec(
     fused_heads_suffice=True,
     summary_note="Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual).",
     recorder=_recorder,
+    cost=cost,
     compute=compute,
 )
