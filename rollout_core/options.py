@@ -111,7 +111,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                applies="methods that add the residual to the attention",
                help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products"),
     OptionSpec("discard_ratio", "number", 0.0, low=0.0, high=0.95, step=0.05, flag="--discard-ratio",
-               url="discard", label="Discard ratio",
+               url="discard", label="Discard ratio", uses="uses_discard",
+               applies="methods that roll out a product of layer matrices (attention or contributions)",
                help="zero this fraction of the lowest fused attention before the residual (vit-explain)"),
     OptionSpec("start_layer", "layer", 0, flag="--start-layer", url="start", label="Start layer",
                help="roll out from this layer (0 = the first; negative counts from the end); a method that reads "

@@ -86,10 +86,13 @@ class MethodSpec:
     needs_hidden_states: bool = False  # the capture asks the model for every layer's hidden states
     uses_head_fusion: bool = True  # the head-fusion setting changes the result
     uses_residual: bool = True  # the residual weight changes the result
+    uses_discard: bool = True  # the discard ratio changes the result (it thins the matrices rolled out)
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
     single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
     layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
     attention_only: bool = False  # computed from the forward pass's attention weights alone (int8 corpus mode)
+    fused_heads_suffice: bool = False  # reads the attentions only through `fuse_heads` with the options' fusion, so
+    # the full capture may fuse each layer's heads inside the forward pass (capture.fused_heads)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     modalities: tuple[str, ...] = ("text", "image")  # the inputs it explains

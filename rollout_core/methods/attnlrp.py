@@ -66,6 +66,7 @@ METHOD = MethodSpec(
     needs_hidden_states=True,
     uses_head_fusion=False,
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     layered=False,
     can_stream=False,

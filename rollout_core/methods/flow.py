@@ -54,10 +54,11 @@ def compute(method_input: MethodInput) -> MethodOutput:
         "flow_error_share": relative,
         "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
     }
-    if approximate and relative >= 1.0:  # Explanation.warnings: a bound above the map leaves nothing to read
-        extras["notes"] = (f"Attention flow is not meaningful here: the pruned flow's error bound ({bound:.1e}) is "
-                           f"{relative:.0%} of the map's largest value, so no patch's value can be told from 0; "
-                           "use another method (ALTI, rollout) for this image.",)
+    if approximate and relative >= 1.0:  # a bound above the map leaves nothing to read: views do not draw it
+        why = (f"Attention flow is not meaningful here: the pruned flow's error bound ({bound:.1e}) is "
+               f"{relative:.0%} of the map's largest value, so no patch's value can be told from 0; use another "
+               "method (ALTI, rollout) for this image.")
+        extras["notes"], extras["not_meaningful"] = (why,), why
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
 
@@ -133,7 +134,9 @@ METHOD = MethodSpec(
     explains="How much of each input's information can reach the explained output: the maximum flow through "
              "the layers' residual-augmented attention.",
     attention_only=True,
+    fused_heads_suffice=True,
     facts=describe,
     cost=cost,
     compute=compute,
+    uses_discard=False,
 )

@@ -36,6 +36,7 @@ METHOD = MethodSpec(
     needs_gradients=True,
     uses_head_fusion=False,
     uses_residual=False,
+    uses_discard=False,
     cost=cost,
     compute=compute,
 )
