@@ -91,6 +91,8 @@ class MethodSpec:
     single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
     layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
     attention_only: bool = False  # computed from the forward pass's attention weights alone (int8 corpus mode)
+    fused_heads_suffice: bool = False  # reads the attentions only through `fuse_heads` with the options' fusion, so
+    # the full capture may fuse each layer's heads inside the forward pass (capture.fused_heads)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     modalities: tuple[str, ...] = ("text", "image")  # the inputs it explains

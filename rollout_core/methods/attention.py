@@ -33,6 +33,7 @@ METHOD = MethodSpec(
     cumulative=False,
     single_layer=True,
     attention_only=True,
+    fused_heads_suffice=True,
     seq2seq=True,
     cost=cost,
     compute=compute,

@@ -134,6 +134,7 @@ METHOD = MethodSpec(
     explains="How much of each input's information can reach the explained output: the maximum flow through "
              "the layers' residual-augmented attention.",
     attention_only=True,
+    fused_heads_suffice=True,
     facts=describe,
     cost=cost,
     compute=compute,

@@ -32,6 +32,7 @@ METHOD = MethodSpec(
     explains="How much of each input's information reaches the explained output, following attention and the "
              "residual stream through every layer.",
     attention_only=True,
+    fused_heads_suffice=True,
     can_stream=True,
     seq2seq=True,
     cost=cost,

@@ -42,6 +42,7 @@ METHOD = MethodSpec(
              "does in default-text's middle layers.",
     explains="Attention rollout's shares with the attention paid to attention sinks removed layer by layer.",
     attention_only=True,
+    fused_heads_suffice=True,
     summary_note="Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual).",
     recorder=_recorder,
     cost=cost,
