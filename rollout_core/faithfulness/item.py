@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rollout_core.errors import InputError
+from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.baseline import BaselineCheck, checked_baseline
@@ -129,10 +129,13 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
         removed = float(removed_probs[0, target])
         check = BaselineCheck(baseline, removed, 1.0 / ends.shape[-1], ((baseline, removed),))
     guess = per_row
-    per_explanation = per_explanation or 3 * guess  # only given explanations so far: about a forward and a backward
-    for m in [m for m in to_explain if m not in made]:
-        work(f"explaining with {m}", (len(to_explain) - len(made)) * per_explanation + (rows_guess + gradient_rows)
-             * guess)
+    left = [m for m in to_explain if m not in made]
+    costs = _explanation_seconds(handle, item.input, [*made, *left], options) if left else {}
+    # the methods' own cost estimates (registry), scaled by how long the first one really took
+    scale = per_explanation / costs[to_explain[0]] if per_explanation and costs.get(to_explain[0]) else 1.0
+    for i, m in enumerate(left):
+        rest = sum(costs[k] * scale if k in costs else (per_explanation or 3 * guess) for k in left[i:])
+        work(f"explaining with {m}", rest + (rows_guess + gradient_rows) * guess)
         made[m] = explain(handle, item.input, method=m, target=target, **options)
     first = next(iter(given.values())) if given else made[to_explain[0]]
     explanations = {m: given.get(m, made.get(m)) for m in explained}
@@ -191,6 +194,21 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     passes = sum(-(-count // chunk) for count in calls) + len(check.tried)
     return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations,
                       sum(calls) + 1 + len(check.tried), passes, check)
+
+
+def _explanation_seconds(handle: ModelHandle, source: Any, methods: list[str], options: dict[str, Any]
+                         ) -> dict[str, float]:
+    """Each method's estimated seconds on this input (`serving.budget`, the registry's cost model); {} when the
+    input cannot be sized (the explanation itself then says why)."""
+    from rollout_core.serving import budget
+
+    try:
+        sized = budget.positions(handle, source)
+        return {m: budget.estimate_seconds(m, budget.workload(
+            handle, source, m, options.get("start_layer", 0), options.get("end_layer"),
+            full_matrix=bool(options.get("full_matrix", False)), sized=sized)) for m in methods}
+    except (RolloutError, ValueError, TypeError):
+        return {}
 
 
 def _target(explanation: Explanation, prepared: PreparedInput) -> int:
