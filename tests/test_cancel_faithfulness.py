@@ -9,7 +9,7 @@ from rollout_core import cancel
 from rollout_core.cancel import Cancelled
 from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.evaluate import evaluate_dataset, summarize
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
 
 
 class CountingNet(torch.nn.Module):

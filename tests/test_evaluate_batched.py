@@ -10,7 +10,7 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_text
 from rollout_core.faithfulness.evaluate import evaluate_input
-from rollout_core.faithfulness.scoring import scoring_model
+from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2

@@ -14,7 +14,7 @@ from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.evaluate import MEASURES, NOT_COMPUTED, RANDOM_SEEDS, evaluate_dataset, evaluate_input
 from rollout_core.faithfulness.measures import Item, measures, region
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
-from rollout_core.faithfulness.scoring import prepare_image
+from rollout_core.inputs.continuous import prepare_image
 from rollout_core.faithfulness.views import readable_table
 
 METHODS = ["rollout", "attention", "gradient"]

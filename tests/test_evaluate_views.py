@@ -146,7 +146,7 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001
     from rollout_core.faithfulness import attribution
-    from rollout_core.faithfulness.scoring import prepare_text
+    from rollout_core.inputs.continuous import prepare_text
 
     prepared = prepare_text(tiny_handle("bert"), "the movie was not good")
     seen: list[int] = []

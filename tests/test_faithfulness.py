@@ -14,7 +14,7 @@ from rollout_core.faithfulness import attribution, ground_truth
 from rollout_core.faithfulness.perturbation import (
     CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, perturbation_curves_many,
     trapezoid_auc)
-from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import PreparedInput, prepare_image, prepare_text
 
 
 # ----------------------------------------------------------------------------------------------

@@ -52,7 +52,7 @@ from rollout_core.faithfulness.measures import (
     StepProgress,
     not_computed,
 )
-from rollout_core.faithfulness.scoring import MAX_BATCH
+from rollout_core.inputs.continuous import MAX_BATCH
 from rollout_core.models.handle import ModelHandle
 from rollout_core.serving.workers import map_items
 

@@ -29,7 +29,7 @@ from rollout_core.faithfulness.perturbation import (
     CurveSet,
     perturbation_curves_many,
 )
-from rollout_core.faithfulness.scoring import MAX_BATCH, PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import MAX_BATCH, PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 

@@ -18,7 +18,7 @@ from rollout_core import methods as method_registry
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution, ground_truth
 from rollout_core.faithfulness.perturbation import CurveSet
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
 
 METHODS = method_registry.names()
 REFERENCES = ("grad_x_input", "integrated_gradients")
