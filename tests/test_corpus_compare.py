@@ -334,6 +334,20 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     assert_one_error_line(wrong, "invalid choice: 'colour'", "rollout corpus compare --help")
 
 
+def test_an_out_that_cannot_be_written_is_refused_before_comparing(runs, tmp_path, monkeypatch) -> None:
+    from rollout_core.corpus import compare_cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("compared before the --out check")
+
+    monkeypatch.setattr(cr, "compare_runs", never)
+    argv = [str(runs["rollout"]), str(runs["attention"]), "--out"]
+    with pytest.raises(InputError, match="does not exist"):
+        compare_cli.main([*argv, str(tmp_path / "missing" / "report.html")])
+    with pytest.raises(InputError, match="is a folder"):
+        compare_cli.main([*argv, str(tmp_path)])
+
+
 def test_bad_arguments_are_input_errors(runs) -> None:
     for kwargs in ({"by": "colour"}, {"k": 0}, {"replicates": 1}, {"level": 1.5}, {"scratch": "/no/such/folder"}):
         with pytest.raises(InputError):

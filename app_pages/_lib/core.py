@@ -6,7 +6,7 @@ first out, keyed on (model, input, `Options`, target): moving the layer slider o
 redraws without running the model again. Before a computation the cost is estimated (`rollout_core.serving.budget`):
 over the limit it is refused with the estimate; a heavy one waits for one of the server's few heavy slots, and
 stops at its next checkpoint when its session reruns, stops or is closed.
-The core functions are looked up at call time (`explain.explain_text`), so tests can count calls.
+The core functions are looked up at call time (`explain.prepare`, `Prepared.run`), so tests can count calls.
 """
 from __future__ import annotations
 
@@ -94,13 +94,10 @@ def explain_text(name: str, allow_pickle: bool, text: str, options: Options, tar
     model is about 10 MB instead of 100 MB, and sessions that outlive the cache hold only that."""
     from rollout_core import explain
 
-    handle = load(name, allow_pickle)
     options = dataclasses.replace(options, keep_heads=keep_heads)
-    seconds = budget.check_request(handle, text, options.method, options.start_layer, options.end_layer,
-                                   full_matrix=options.full_matrix)
-    return cached(("text", name, allow_pickle, text, options, target, labels),
-                  lambda: explain.explain_text(handle, text, target=target, labels=list(labels) if labels else None,
-                                               **options.kwargs()), seconds)
+    return _explained(("text", name, allow_pickle, text, options, target, labels),
+                      lambda: explain.prepare(load(name, allow_pickle), text, options, modality="text", target=target,
+                                              labels=list(labels) if labels else None))
 
 
 def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
@@ -108,11 +105,22 @@ def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
     """`rollout_core.explain_image` on the image bytes within the budget, cached on model, image digest, options."""
     from rollout_core import explain
 
-    handle = load(name, allow_pickle)
-    seconds = budget.check_request(handle, image, options.method, options.start_layer, options.end_layer,
-                                   full_matrix=options.full_matrix)
-    return cached(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
-                  lambda: explain.explain_image(handle, image, target=target, **options.kwargs()), seconds)
+    return _explained(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
+                      lambda: explain.prepare(load(name, allow_pickle), image, options, modality="image",
+                                              target=target))
+
+
+_MISSING = object()
+
+
+def _explained(key: Hashable, prepare: Callable[[], Any]) -> Any:
+    """The cached explanation of `key`; on a miss the request is `prepare`d (checked and encoded once), its cost
+    estimated from that encoded input (`budget.check_prepared`), and the same prepared input explained."""
+    hit = results().get(key, _MISSING)
+    if hit is not _MISSING:
+        return hit
+    prepared = prepare()
+    return cached(key, prepared.run, budget.check_prepared(prepared))
 
 
 @contextmanager

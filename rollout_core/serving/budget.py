@@ -86,8 +86,6 @@ def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, e
     patch grid of the processed image), and so are the positions the model's readout pools."""
     if method != "flow":
         return 0.0
-    import torch
-
     from rollout_core.models import families
 
     layers = (handle.num_layers if end_layer is None else end_layer) - start_layer
@@ -104,9 +102,16 @@ def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, e
 
         limit = model_max_length(handle.processor, handle.config, spec.position_offset)
         tokens = len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids)
-    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
-    outputs = int((families.row_weights(pooling, torch.ones(1, tokens, dtype=torch.bool), patches) > 0).sum())
+    outputs = families.pooled_positions(handle, tokens, patches)
     return check(method, tokens, layers, image=handle.modality == "image", outputs=outputs, full_matrix=full_matrix)
+
+
+def check_prepared(prepared: Any) -> float:
+    """`check` for a request `rollout_core.explain.prepare` has encoded (its positions counted once, for the
+    estimate and the explanation alike): its method, layer range and full-matrix choice as it will run."""
+    o = prepared.options
+    return check(o.method, prepared.tokens, o.layers, image=prepared.handle.modality == "image",
+                 outputs=prepared.outputs, full_matrix=o.full_matrix)
 
 
 @dataclass(frozen=True)
