@@ -137,11 +137,18 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric") and len(at.get("plotly_chart")) == 4
-    # issue 17: an image's integrated-gradient reference is computed only when the box is ticked
+    # issue 29: one input's references are computed only when their boxes are ticked, and the page says what ran
     assert "not computed" in _frame_cells(at) and any("not asked for" in c for c in texts(at.caption))
-    at.checkbox(key="ig_reference_image").check().run()
+    assert any(c.startswith("Ran: ") and "no attention-free reference" in c and "1 random ordering" in c
+               for c in texts(at.caption))
+    at.checkbox(key="one_gxi_image").check()
+    at.checkbox(key="one_ig_image").check()
+    at.number_input(key="seeds").set_value(3).run()
+    at.button[0].click().run()
     assert_clean(at)
     assert "not computed" not in _frame_cells(at)
+    assert any("agreement with gradient × input and integrated gradients" in c and "3 random orderings" in c
+               for c in texts(at.caption))
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001

@@ -156,18 +156,20 @@ def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], opti
 
 
 def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...],
-                   options: Options, references: tuple[str, ...], progress: Any = None) -> Any:
+                   options: Options, references: tuple[str, ...], progress: Any = None, seeds: int = 1,
+                   explanations: dict[str, Any] | None = None) -> Any:
     """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods,
-    settings and agreement references (`progress(done, total, what)` is told how far a run is; not part of the
-    cache key)."""
+    settings, agreement references and random orderings (`progress(done, total, what)` is told how far a run is;
+    `explanations`: the page's own explanations of this input with these options, not made again; neither is part
+    of the cache key)."""
     from rollout_core.faithfulness import evaluate
 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
-    return cached(("evaluate", name, allow_pickle, digest, methods, options, references),
-                  lambda: evaluate.evaluate_input(handle, source, list(methods), references=references,
-                                                  progress=progress, **kwargs),
+    return cached(("evaluate", name, allow_pickle, digest, methods, options, references, seeds),
+                  lambda: evaluate.evaluate_input(handle, source, list(methods), references=references, seeds=seeds,
+                                                  progress=progress, explanations=explanations, **kwargs),
                   _evaluation_seconds(handle, source, methods, options))
 
 

@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rollout_core.calibration import config_temperature
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness import attribution
@@ -29,7 +28,7 @@ from rollout_core.faithfulness.perturbation import (
     CurveSet,
     perturbation_curves_many,
 )
-from rollout_core.inputs.continuous import MAX_BATCH, PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 
@@ -42,17 +41,22 @@ class ItemResult:
     predicted: str
     probability: float
     explanations: dict[str, Explanation]
+    scored: int = 0  # distinct perturbed inputs scored
+    passes: int = 0  # forward passes that scored them
 
 
 def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
                   options: dict[str, Any], index: int = 0, references: tuple[str, ...] = tuple(AGREEMENT),
-                  progress: StepProgress | None = None, batch_size: int = MAX_BATCH) -> ItemResult:
+                  progress: StepProgress | None = None, batch_size: int | None = None,
+                  explanations: dict[str, Explanation] | None = None) -> ItemResult:
     """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...).
     `references`: the agreement references computed ("gxi", "ig"; a reference evaluated as a method is computed
-    anyway). `batch_size`: perturbed inputs per forward pass (1: one per forward on the model as loaded)."""
+    anyway). `batch_size`: perturbed inputs per forward pass (None: as many as the memory budget allows; 1: one per
+    forward on the model as loaded). `explanations`: methods' explanations of this input already made with the same
+    `options` (the page's own), used instead of explaining again."""
     from rollout_core.explain import explain_image, explain_text
 
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+    if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, not {batch_size!r}")
     text = handle.modality == "text"
     prepare = prepare_text if text else prepare_image
@@ -61,24 +65,23 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     label = None if item.label is None else labels.index(item.label)
     explain = explain_text if text else explain_image
     explained = [m for m in methods if m not in REFERENCES]
+    given = {m: e for m, e in (explanations or {}).items() if m in explained}
     wanted = {AGREEMENT[r] for r in references} | {m for m in methods if m in REFERENCES}
     bound = (len(methods) + seeds) * sum(len(f) for f in (CURVE_FRACTIONS, CURVE_FRACTIONS, CHEFER_FRACTIONS,
                                                              CHEFER_FRACTIONS))
-    done = 0
-    before = len(explained) + ("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted)
+    to_explain = [m for m in explained if m not in given] or ([] if explained else ["attention"])
+    before = len(to_explain) + ("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted)
     report = progress or (lambda done, total, what: None)
-    report(done, before + bound, f"explaining with {explained[0] if explained else 'attention'}")
+    made: dict[str, Explanation] = {}
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
-    first = explain(handle, item.input, method=explained[0] if explained else "attention", **options)
-    target, probability = _prediction(first, prepared, config_temperature(handle.config) is None)
-    explanations = {explained[0]: first} if explained else {}
-    for m in explained[1:]:
-        done += 1
+    target = _target(next(iter(given.values())), prepared) if given else None
+    for done, m in enumerate(to_explain):
         report(done, before + bound, f"explaining with {m}")
-        explanations[m] = explain(handle, item.input, method=m, target=target, **options)
-    done += bool(explained)
-    if len(first.tokens) != prepared.n:
-        raise InputError(f"the explanation has {len(first.tokens)} positions but the model input {prepared.n}")
+        made[m] = explain(handle, item.input, method=m, **options, **({} if target is None else {"target": target}))
+        target = _target(made[m], prepared) if target is None else target
+    first = next(iter(given.values())) if given else made[to_explain[0]]
+    explanations = {m: given.get(m, made.get(m)) for m in explained}
+    done = len(to_explain)
     where = region(first, item)
     computed: dict[str, torch.Tensor] = {}
     if "grad_x_input" in wanted:
@@ -98,7 +101,13 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     report(before, before + bound, "scoring the perturbed inputs")
     scored = None if progress is None else (lambda k, n: report(before + k, before + n,
                                                                  f"scoring the perturbed inputs ({k}/{n})"))
-    curve_sets = perturbation_curves_many(prepared.probabilities, [v for _, v in flat], prepared.removable,
+    calls: list[int] = []
+
+    def scorer(keep: torch.Tensor) -> torch.Tensor:
+        calls.append(len(keep))
+        return prepared.probabilities(keep)
+
+    curve_sets = perturbation_curves_many(scorer, [v for _, v in flat], prepared.removable,
                                           target=target, label=label, progress=scored,
                                           chunk=prepared.batch_size)
     measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
@@ -112,15 +121,14 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
             values = np.mean([c.values[name] for _, c in results], axis=0)
             curves.extend({"method": method, "curve": name, "fraction": f, "value": float(v)}
                           for f, v in zip(fractions, values))
-    return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations)
+    probability = curve_sets[0].values["deletion"][0]  # the unperturbed input (f = 0), scored with the others
+    passes = sum(-(-count // prepared.batch_size) for count in calls)
+    return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations, sum(calls), passes)
 
 
-def _prediction(explanation: Explanation, prepared: PreparedInput, raw: bool) -> tuple[int, float]:
-    """The predicted class and its probability: from the explanation's own forward pass when it reports them and
-    they are the model's own (`raw`: no calibration temperature, which the curves' perturbed inputs do not get),
-    else from one forward of the unperturbed input."""
-    if explanation.prediction and raw:
-        top = explanation.prediction[0]
-        return int(top.index), float(top.probability)
-    probs = prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0]
-    return int(probs.argmax()), float(probs.max())
+def _target(explanation: Explanation, prepared: PreparedInput) -> int:
+    """The predicted class: from the explanation's own forward pass (a calibration temperature does not change which
+    class is on top), else from one forward of the unperturbed input."""
+    if explanation.prediction:
+        return int(explanation.prediction[0].index)
+    return int(prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0].argmax())

@@ -25,8 +25,11 @@ REFERENCES = ("grad_x_input", "integrated_gradients")
 AGREEMENT = {"gxi": "grad_x_input", "ig": "integrated_gradients"}
 """Agreement reference (its measure is spearman_<name>) -> the attribution computed for it."""
 DEFAULT_REFERENCES = {"text": ("gxi", "ig"), "image": ("gxi",)}
-"""The references computed unless others are asked for. Images leave out integrated gradients: its 32 gradient
-passes cost about 40 explanations of an image, more than everything else together; a sentence's are cheap."""
+"""A data set's references unless others are asked for (the recorded tables). Images leave out integrated
+gradients: its 32 gradient passes cost about 40 explanations of an image, more than everything else together."""
+INPUT_REFERENCES: tuple[str, ...] = ()
+"""One input's references unless asked for: none. On a sentence gradient x input and integrated gradients cost
+about 10 explanations (benchmarks/RESULTS.md), as much as the rest of its evaluation."""
 RANDOM = "random"
 RANDOM_SEEDS = 1
 """Random orderings per input. One is enough for a data set (the random row is a mean over its examples, each with

@@ -39,8 +39,9 @@ MEASURE_LABELS = {
 GROUND_TRUTH = ("pointing_game", "mass_share", "iou")
 NO_REGION = ("Pointing game, relevance mass and IoU need a known deciding region (the generated data sets have "
              "one), so they are left out for this input.")
-NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not asked for. Integrated gradients cost "
-             "about 40 explanations of an image, so on images they are computed only when asked.")
+NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not asked for. On one input the "
+             "references run only when ticked (they cost about as much as the rest of a sentence's evaluation); "
+             "over a data set gradient × input always runs, integrated gradients on text or when ticked.")
 SCALE_NOTE = ("Each row has its own scale (column “scale”): deletion/insertion areas are probabilities (0–1), "
               "the Chefer AUCs are accuracy × 100 as in the paper, agreement is a rank correlation (−1–1). "
               f"“{RANDOM}” is chance: one random ordering per input (over a data set, the mean of the examples' "
@@ -102,6 +103,24 @@ def readable_summary(summary: pd.DataFrame, not_computed: Sequence[str] = ()) ->
                                     m not in not_computed)
                  for method in summary.index} for m in measures}
     return _rows(methods, cells, measures), _notes(measures, not_computed)
+
+
+REFERENCE_WORDS = {"gxi": "gradient × input", "ig": "integrated gradients"}
+
+
+def what_ran(evaluation: InputEvaluation) -> str:
+    """What one input's evaluation ran, in words: methods, random orderings, references (or that none were asked
+    for), and the perturbed inputs scored in how many forward passes."""
+    from rollout_core.methods import display_name
+
+    names = [display_name(str(m)) for m in evaluation.table.index if m != RANDOM]
+    orderings = f"{evaluation.seeds} random ordering{'s' if evaluation.seeds != 1 else ''}"
+    asked = [REFERENCE_WORDS[r] for r in evaluation.references]
+    references = (f"agreement with {' and '.join(asked)}" if asked
+                  else "no attention-free reference (tick one above to add its agreement row)")
+    passes = f"{evaluation.passes} forward pass{'es' if evaluation.passes != 1 else ''}"
+    return (f"Ran: {', '.join(names)}; {orderings} (the chance row); {references}. "
+            f"{evaluation.scored} perturbed inputs, shared between methods, scored in {passes}.")
 
 
 def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str = "model passes") -> str:

@@ -28,12 +28,13 @@ import torch
 
 from rollout_core.cancel import checkpoint
 from rollout_core.errors import InputError
+from rollout_core import settings
 from rollout_core.inputs.text import encode_text, model_max_length, normalise_text, pad_token_id
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 
 MAX_BATCH = 64
-"""Perturbed inputs per forward pass."""
+"""The largest batch a caller that needs a fixed one (the integrated-gradient steps) runs at once."""
 SCORING_ATTENTION = "sdpa"
 """Attention kernel of the scoring copy: no attention weights are read there, so the fused kernel serves (about 2x
 faster than eager on CPU, equal to it within float rounding)."""
@@ -53,7 +54,7 @@ class PreparedInput:
     baseline: torch.Tensor  # (1, *features)
     owner: torch.Tensor  # (*features,) long: position of each feature, -1 = none (always kept)
     forward: Callable[[torch.Tensor], torch.Tensor]  # (S, *features) -> logits (S, C), differentiable
-    batch_size: int = MAX_BATCH  # perturbed inputs per forward pass
+    batch_size: int = MAX_BATCH  # perturbed inputs per forward pass (`rows_per_pass` when prepared)
 
     def perturbed(self, keep: torch.Tensor) -> torch.Tensor:
         """(S, n) keep masks -> (S, *features) inputs with the removed positions taken from the baseline."""
@@ -89,6 +90,18 @@ def require_classifier(handle: ModelHandle) -> None:
         )
 
 
+def rows_per_pass(config: Any, n: int) -> int:
+    """Perturbed inputs of `n` positions one forward pass of the scoring copy may take: as many as the activations
+    of one layer fit in the memory budget (env ROLLOUT_MEMORY_BUDGET_MB). Per row, float32: the hidden state and
+    its three projections, the feed-forward's inner layer and one head's n x n scores per head (an upper bound:
+    the fused kernel keeps less). A sentence's or an image's every perturbation of every method fits in one pass."""
+    hidden = int(getattr(config, "hidden_size", 768))
+    inner = getattr(config, "intermediate_size", None) or int(hidden * getattr(config, "mlp_ratio", 4))
+    heads = int(getattr(config, "num_attention_heads", 12))
+    row_bytes = 4 * n * (4 * hidden + int(inner) + heads * n)
+    return max(1, int(settings.number("ROLLOUT_MEMORY_BUDGET_MB") * 2**20) // row_bytes)
+
+
 def scoring_model(model: torch.nn.Module) -> torch.nn.Module:
     """`model` with the SCORING_ATTENTION kernel: a copy sharing every parameter and buffer (no new weights), made
     once per model, without the hooks a capture in progress (in another thread) may hold on the model; the model
@@ -110,14 +123,15 @@ def scoring_model(model: torch.nn.Module) -> torch.nn.Module:
         return _scoring_copies[model]
 
 
-def _model(handle: ModelHandle, batch_size: int) -> torch.nn.Module:
+def _model(handle: ModelHandle, batch_size: int | None) -> torch.nn.Module:
     """The scoring copy, or with batch_size 1 the model as loaded (the one-input-per-forward reference path)."""
     return handle.model if batch_size == 1 else scoring_model(handle.model)
 
 
-def prepare_text(handle: ModelHandle, text: str, batch_size: int = MAX_BATCH) -> PreparedInput:
+def prepare_text(handle: ModelHandle, text: str, batch_size: int | None = None) -> PreparedInput:
     """The text tokenised exactly like `explain_text`, as word embeddings with a [MASK]-embedding baseline.
-    `batch_size`: perturbed inputs per forward (1: one per forward on the model as loaded, the reference path)."""
+    `batch_size`: perturbed inputs per forward (None: `rows_per_pass`; 1: one per forward on the model as loaded,
+    the reference path)."""
     require_classifier(handle)
     tok = handle.processor
     limit = model_max_length(tok, handle.config, families.spec_for(handle.config).position_offset)
@@ -128,7 +142,7 @@ def prepare_text(handle: ModelHandle, text: str, batch_size: int = MAX_BATCH) ->
 
 
 def encoded_text(handle: ModelHandle, ids: torch.Tensor, special: torch.Tensor, token_types: torch.Tensor | None,
-                 batch_size: int = MAX_BATCH) -> PreparedInput:
+                 batch_size: int | None = None) -> PreparedInput:
     """One tokenised text, (n,) ids, special flags and token types (or None), as `prepare_text` prepares it."""
     model = _model(handle, batch_size)
     tok = handle.processor
@@ -148,10 +162,10 @@ def encoded_text(handle: ModelHandle, ids: torch.Tensor, special: torch.Tensor, 
         return model(inputs_embeds=batch, attention_mask=mask, **kwargs).logits
 
     owner = torch.arange(n, device=handle.device)[:, None].expand(n, d)
-    return PreparedInput(n, ~special, x, baseline, owner, forward, max(1, int(batch_size)))
+    return PreparedInput(n, ~special, x, baseline, owner, forward, _rows(handle, n, batch_size))
 
 
-def prepare_image(handle: ModelHandle, image: Any, batch_size: int = MAX_BATCH) -> PreparedInput:
+def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None) -> PreparedInput:
     """The image processed exactly like `explain_image`, as pixels with a mean-colour baseline per patch
     (`batch_size` as for `prepare_text`)."""
     from rollout_core.inputs.images import load_image, model_pixels
@@ -160,7 +174,7 @@ def prepare_image(handle: ModelHandle, image: Any, batch_size: int = MAX_BATCH) 
     return processed_image(handle, model_pixels(handle.processor, load_image(image)).to(handle.device), batch_size)
 
 
-def processed_image(handle: ModelHandle, pixels: torch.Tensor, batch_size: int = MAX_BATCH) -> PreparedInput:
+def processed_image(handle: ModelHandle, pixels: torch.Tensor, batch_size: int | None = None) -> PreparedInput:
     """One processed image, (1, C, H, W) pixels as the model reads them, as `prepare_image` prepares it."""
     model = _model(handle, batch_size)
     _, channels, height, width = pixels.shape
@@ -182,4 +196,9 @@ def processed_image(handle: ModelHandle, pixels: torch.Tensor, batch_size: int =
     def forward(batch: torch.Tensor) -> torch.Tensor:
         return model(pixel_values=batch, **interpolate).logits
 
-    return PreparedInput(layout.num_tokens, removable, pixels, baseline, owner, forward, max(1, int(batch_size)))
+    return PreparedInput(layout.num_tokens, removable, pixels, baseline, owner, forward,
+                         _rows(handle, layout.num_tokens, batch_size))
+
+
+def _rows(handle: ModelHandle, n: int, batch_size: int | None) -> int:
+    return rows_per_pass(handle.config, n) if batch_size is None else max(1, int(batch_size))
