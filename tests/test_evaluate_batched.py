@@ -92,7 +92,7 @@ def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, 
 
 
 def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_handle, monkeypatch):
-    from rollout_core.faithfulness import scoring
+    from rollout_core.inputs import continuous as scoring
 
     handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
     passes: list[int] = []

@@ -20,8 +20,10 @@ from rollout_core.faithfulness import attribution, ground_truth
 from rollout_core.faithfulness.perturbation import CurveSet
 from rollout_core.inputs.continuous import PreparedInput
 
-METHODS = method_registry.names()
 REFERENCES = ("grad_x_input", "integrated_gradients")
+"""Attention-free methods measured only when asked (default method lists leave them out) and whose attributions the
+agreement measures compare with."""
+METHODS = tuple(m for m in method_registry.names() if m not in REFERENCES)
 AGREEMENT = {"gxi": "grad_x_input", "ig": "integrated_gradients"}
 """Agreement reference (its measure is spearman_<name>) -> the attribution computed for it."""
 DEFAULT_REFERENCES = {"text": ("gxi", "ig"), "image": ("gxi",)}
