@@ -1,6 +1,6 @@
 """Gradient x input and integrated gradients: the plain-torch maths against captum (the reference the evaluation
-used before) and against hand-computed cases, and the registered methods of the same names against the
-faithfulness evaluation's references on the same inputs."""
+used before) and against hand-computed cases, and the methods explaining a padded batch through explain against
+the same method's attributions of each input alone as the faithfulness evaluation prepares it."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,7 @@ import torch
 import rollout_core as rc
 from rollout_core import methods
 from rollout_core.errors import RolloutError
-from rollout_core.faithfulness import attribution
+from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.inputs.continuous import prepare_image, prepare_text
 from rollout_core.maths import attribution as maths
 
@@ -72,7 +72,7 @@ def test_registered_methods_equal_the_evaluations_references_on_text(tiny, metho
     alone: the same continuous input, baseline and class."""
     handle = tiny["bert"]
     texts = ["the movie was not good at all", "fine"]
-    reference = {"grad_x_input": attribution.input_x_gradient, "integrated_gradients": attribution.integrated_gradients}
+    reference = {"grad_x_input": grad_x_input.attribute, "integrated_gradients": integrated_gradients.attribute}
     for expl in rc.explain_texts(handle, texts, method=method):
         expected = reference[method](prepare_text(handle, expl.text), expl.prediction[0].index)
         assert expl.signed and expl.num_layers >= 1
@@ -87,7 +87,7 @@ def test_integrated_gradients_on_an_image_keep_completeness(tiny):
     expl = rc.explain_image(handle, image, method="integrated_gradients")
     prepared = prepare_image(handle, image)
     target = expl.prediction[0].index
-    assert np.allclose(expl.scores, attribution.integrated_gradients(prepared, target).numpy(), rtol=1e-5, atol=1e-6)
+    assert np.allclose(expl.scores, integrated_gradients.attribute(prepared, target).numpy(), rtol=1e-5, atol=1e-6)
     with torch.no_grad():
         change = float(prepared.forward(prepared.x)[0, target] - prepared.forward(prepared.baseline)[0, target])
     assert expl.scores.sum() == pytest.approx(change, abs=1e-3 + 0.01 * abs(change))

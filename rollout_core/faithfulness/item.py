@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rollout_core import methods as registry
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
-from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.measures import (
     AGREEMENT,
     MEASURES,
@@ -70,7 +70,8 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     bound = (len(methods) + seeds) * sum(len(f) for f in (CURVE_FRACTIONS, CURVE_FRACTIONS, CHEFER_FRACTIONS,
                                                              CHEFER_FRACTIONS))
     to_explain = [m for m in explained if m not in given] or ([] if explained else ["attention"])
-    before = len(to_explain) + ("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted)
+    references_run = [registry.get(m) for m in REFERENCES if m in wanted]
+    before = len(to_explain) + sum(spec.passes for spec in references_run)
     report = progress or (lambda done, total, what: None)
     made: dict[str, Explanation] = {}
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
@@ -84,15 +85,12 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     done = len(to_explain)
     where = region(first, item)
     computed: dict[str, torch.Tensor] = {}
-    if "grad_x_input" in wanted:
-        report(done, before + bound, "gradient × input (reference)")
-        computed["grad_x_input"] = attribution.input_x_gradient(prepared, target)
-        done += 1
-    if "integrated_gradients" in wanted:
-        report(done, before + bound, "integrated gradients (reference)")
-        steps = None if progress is None else (lambda k: report(done + k, before + bound,
-                                                                f"integrated gradients (reference, step {k})"))
-        computed["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
+    for spec in references_run:
+        report(done, before + bound, spec.title)
+        steps = None if progress is None else (lambda k, d=done, t=spec.title: report(d + k, before + bound,
+                                                                                    f"{t}, step {k}"))
+        computed[spec.name] = spec.attribute(prepared, target, steps)
+        done += spec.passes
     importances: dict[str, list[torch.Tensor]] = {
         m: [computed[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),

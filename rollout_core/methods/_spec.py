@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # torch stays out of the registry's import, so the CLI can li
     import torch
 
     from rollout_core.capture import Captured
+    from rollout_core.inputs.continuous import PreparedInput
     from rollout_core.models.handle import ModelHandle
     from rollout_core.options import Options
 
@@ -88,6 +89,17 @@ class MethodSpec:
     facts: "Callable[[dict[str, Any]], str] | None" = None  # one line from Explanation.settings for the CLI and
     # the pages ("attention flow: exact; explained row only"), "" when there is nothing to say
     summary_note: str = ""  # what the summary adds after the attention sinks it lists
+    agreement: str = ""  # an attention-free reference of the evaluation: the key of its rank-agreement measure
+    # (spearman_<key>); the evaluation measures such a method only when asked
+    attribute: "Callable[[PreparedInput, int, Callable[[int], None] | None], torch.Tensor] | None" = None
+    # attention-free: (n,) attributions of one prepared continuous input (rollout_core.inputs.continuous) for a
+    # class, progress(passes done) after each pass: what the evaluation computes on the input it perturbs
+    passes: int = 1  # forward passes `attribute` takes (the evaluation's progress)
+
+    @property
+    def attention_free(self) -> bool:
+        """Reads no attention: attributions of the input's features (an evaluation reference)."""
+        return self.attribute is not None
 
     @property
     def whole_model(self) -> bool:

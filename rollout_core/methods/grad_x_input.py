@@ -1,19 +1,39 @@
 """Gradient x input: each input feature times the explained class logit's gradient, summed per token or patch.
 
-Attention-free: the reference the faithfulness evaluation compares the attention methods with, here as a method of
-its own (the same numbers). Signed: negative values speak against the class."""
+Attention-free: one of the references the faithfulness evaluation compares the attention methods with (its rank
+agreement measure `spearman_gxi`); the same numbers as a method of its own. Signed: negative values speak against
+the class."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
 from rollout_core.methods._rows import one_map
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+
+if TYPE_CHECKING:
+    import torch
+
+    from rollout_core.inputs.continuous import PreparedInput
+
+
+def attribute(prepared: "PreparedInput", target: int,
+              progress: "Callable[[int], None] | None" = None) -> "torch.Tensor":
+    """(n,) gradient x input of the target logit on a prepared input, summed per position (one pass)."""
+    from rollout_core.cancel import checkpoint
+    from rollout_core.maths.attribution import input_x_gradient
+
+    checkpoint()
+    scores = prepared.to_positions(input_x_gradient(prepared.forward, prepared.x, target)[0])
+    if progress is not None:
+        progress(1)
+    return scores
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
     """The gradient x input of each position, the same map at every layer of the range."""
-    from rollout_core.maths.attribution import input_x_gradient
     from rollout_core.methods._gradients import per_position
 
-    scores = per_position(method_input, lambda prepared, target: prepared.to_positions(
-        input_x_gradient(prepared.forward, prepared.x, target)[0]))
-    return one_map(scores, method_input)
+    return one_map(per_position(method_input, attribute), method_input)
 
 
 METHOD = MethodSpec(
@@ -32,5 +52,7 @@ METHOD = MethodSpec(
     uses_residual=False,
     cumulative=False,
     layered=False,
+    agreement="gxi",
+    attribute=attribute,
     compute=compute,
 )

@@ -1,33 +1,64 @@
 """Integrated gradients (Sundararajan et al. 2017): the class logit's gradient integrated along the straight path
-from a baseline (the [MASK] token's embedding; the image's mean colour) to the input, times the difference.
+from a baseline to the input, times the difference, summed per token or patch.
 
-Attention-free: the reference the faithfulness evaluation compares the attention methods with, here as a method of
-its own (the same numbers, 32 Gauss-Legendre steps). Its values sum to the logit's change from the baseline up to
-the quadrature error, which the settings keep as `ig_completeness_gap`."""
-from typing import Any
+The baseline is what the faithfulness evaluation calls a removed position (rollout_core.inputs.continuous: the
+[MASK] token's embedding; the image's mean colour), so "removing" means the same thing everywhere; special tokens
+equal their baseline and get exactly zero. The explained output is the logit of the class (the probability's
+gradient vanishes once the model is confident). Completeness: the values sum to the logit's change from the
+baseline up to the quadrature error, which the settings keep as `ig_completeness_gap`. Attention-free: one of the
+evaluation's references (its rank agreement measure `spearman_ig`)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
 
 from rollout_core.methods._rows import one_map
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
 
+if TYPE_CHECKING:
+    import torch
+
+    from rollout_core.inputs.continuous import PreparedInput
+
 STEPS = 32
-CHUNK = 8
-"""Path points per forward pass (the evaluation's: 32 steps in 4 passes)."""
+CHUNKS = 4
+"""The steps run in this many forward passes, with a stop checkpoint (and a progress report) at each."""
+
+
+def attribute(prepared: "PreparedInput", target: int, progress: "Callable[[int], None] | None" = None, *,
+              steps: int = STEPS) -> "torch.Tensor":
+    """(n,) integrated gradients of the target logit from the removal baseline, summed per position. The steps
+    run in CHUNKS passes; a stop checkpoint precedes each and progress(steps done) follows it."""
+    from rollout_core.cancel import checkpoint
+    from rollout_core.maths.attribution import integrated_gradients
+
+    done = [0]
+
+    def forward(inputs: "torch.Tensor") -> "torch.Tensor":
+        checkpoint()  # a stopped page session stops its integrated gradients here (rollout_core.cancel)
+        out = prepared.forward(inputs)
+        done[0] += int(inputs.shape[0])
+        if progress is not None:
+            progress(min(done[0], int(steps)))
+        return out
+
+    chunk = max(1, -(-int(steps) // CHUNKS))
+    features = integrated_gradients(forward, prepared.x, prepared.baseline, target, steps=int(steps), chunk=chunk)
+    return prepared.to_positions(features[0])
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
     """The integrated gradients of each position, the same map at every layer of the range."""
-    from rollout_core.maths.attribution import completeness_gap, integrated_gradients
+    from rollout_core.maths.attribution import completeness_gap
     from rollout_core.methods._gradients import per_position
 
     gaps = []
 
-    def attribute(prepared: Any, target: int) -> Any:
-        features = integrated_gradients(prepared.forward, prepared.x, prepared.baseline, target, steps=STEPS,
-                                        chunk=CHUNK)
-        gaps.append(completeness_gap(prepared.forward, prepared.x, prepared.baseline, target, features))
-        return prepared.to_positions(features[0])
+    def attributed(prepared: Any, target: int) -> Any:
+        scores = attribute(prepared, target)
+        gaps.append(completeness_gap(prepared.forward, prepared.x, prepared.baseline, target, scores))
+        return scores
 
-    out = one_map(per_position(method_input, attribute), method_input)
+    out = one_map(per_position(method_input, attributed), method_input)
     out.extras = {"ig_steps": STEPS, "ig_completeness_gap": max(gaps)}
     return out
 
@@ -58,6 +89,9 @@ METHOD = MethodSpec(
     uses_residual=False,
     cumulative=False,
     layered=False,
+    agreement="ig",
+    attribute=attribute,
+    passes=STEPS,
     facts=describe,
     compute=compute,
 )
