@@ -81,15 +81,15 @@ def add_option_flags(parser: argparse.ArgumentParser, command: str) -> None:
         if o.flag is None or command not in o.commands:
             continue
         if o.kind == "switch":
-            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.help)
+            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.full_help())
             continue
-        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": o.help}
+        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": o.full_help()}
         if o.kind == "method":
             kwargs["choices"] = methods.names()
         elif o.kind == "choice":
-            kwargs.update(choices=o.choices, help=f"{o.help} (default: {o.default})")
+            kwargs.update(choices=o.choices, help=f"{o.full_help()} (default: {o.default})")
         elif o.kind == "number":
-            kwargs.update(type=float, help=f"{o.help} ({o.low:g} to {o.high:g}; default: {o.default:g})")
+            kwargs.update(type=float, help=f"{o.full_help()} ({o.low:g} to {o.high:g}; default: {o.default:g})")
         elif o.kind in ("layer", "count"):
             kwargs["type"] = int
         parser.add_argument(o.flag, **kwargs)
@@ -288,8 +288,18 @@ def _header(e: Any) -> list[str]:
     return lines
 
 
+def _unreadable(e: Any) -> str | None:
+    """The header and one line instead of the map when the method says its map cannot be read (its note above)."""
+    if not e.not_meaningful:
+        return None
+    return "\n".join(_header(e) + ["map not shown: it is not meaningful here (see the note above); --json keeps "
+                                   "its numbers"])
+
+
 def render_text(e: Any) -> str:
     """A table of the shown tokens (special tokens left out, shares renormalised) with bars."""
+    if (unreadable := _unreadable(e)) is not None:
+        return unreadable
     tokens, scores = e.display_tokens(), e.display_scores()
     width = min(24, max((len(repr(t)) for t in tokens), default=5))
     top = float(max(scores, default=0.0))
@@ -299,6 +309,8 @@ def render_text(e: Any) -> str:
 
 def render_image(e: Any) -> str:
     """The patch map (rows = image rows) as numbers in percent, then the ten strongest patches."""
+    if (unreadable := _unreadable(e)) is not None:
+        return unreadable
     grid = e.score_map()
     rows = [" ".join(f"{100 * v:5.1f}" for v in row) for row in grid]
     flat = grid.ravel()

@@ -79,6 +79,22 @@ class OptionSpec:
             raise InputError(f"{self.name} {resolved} is out of range: the model has {layers} layers")
         return resolved
 
+    def allowed(self) -> str:
+        """The values it takes, in words (the docs' table)."""
+        if self.kind == "choice":
+            return ", ".join(f"`{c}`" for c in self.choices or ())
+        if self.kind == "number":
+            return f"{self.low:g} to {self.high:g}"
+        if self.kind == "count":
+            return f"a whole number of at least {self.low:g}"
+        return {"method": "a registered method's name (`python -m rollout_core text --help` lists them)",
+                "layer": "a layer index of the model (negative counts from the end)", "switch": "on or off",
+                "target": "a class label or index, or a position", "labels": "a list of label names"}[self.kind]
+
+    def full_help(self) -> str:
+        """The help line with when it applies (the CLI's --help and the sidebar's tooltip)."""
+        return self.help + (f"; used by {self.applies}" if self.applies else "")
+
     def layer_bounds(self, layers: int) -> tuple[int, int]:
         """The non-negative values this layer option takes on a model of `layers` layers (the sidebar's range)."""
         return (1, layers) if self.name == "end_layer" else (0, layers - 1)
@@ -95,7 +111,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                applies="methods that add the residual to the attention",
                help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products"),
     OptionSpec("discard_ratio", "number", 0.0, low=0.0, high=0.95, step=0.05, flag="--discard-ratio",
-               url="discard", label="Discard ratio",
+               url="discard", label="Discard ratio", uses="uses_discard",
+               applies="methods that roll out a product of layer matrices (attention or contributions)",
                help="zero this fraction of the lowest fused attention before the residual (vit-explain)"),
     OptionSpec("start_layer", "layer", 0, flag="--start-layer", url="start", label="Start layer",
                help="roll out from this layer (0 = the first; negative counts from the end); a method that reads "
@@ -181,3 +198,28 @@ def validate(options: Options, layers: int | None = None, first_layer: int = 0) 
                              f"the model has {layers} layers")
         values.update(start_layer=start, end_layer=end)
     return Options(**values)
+
+
+def markdown() -> str:
+    """docs/OPTIONS.md: every explain option with its values, default, where it applies, flag and URL key."""
+    lines = ["# Explain options", "",
+             "The options of `rollout_core.explain` (and `explain_text` / `explain_texts` / `explain_image`), the "
+             "command line's `text` / `image` flags and the dashboard's sidebar. Generated from "
+             "`rollout_core/options.py` (`python -m rollout_core.options > docs/OPTIONS.md`); a test keeps it "
+             "current. The flags, the widgets and the checks are built from the same table, so a value outside a "
+             "range is refused alike: `InputError` from the API, one line and exit status 2 from the CLI, and the "
+             "sidebar offers no such value.", "",
+             "| option | values | default | applies to | CLI flag | URL key |", "|---|---|---|---|---|---|"]
+    for o in OPTIONS:
+        where = "; ".join(filter(None, [o.applies, "text inputs" if o.commands == ("text",) else ""])) or "—"
+        default = "the model's measured best" if o.kind == "method" else (
+            "the model's" if o.kind == "layer" and o.default is None else f"`{o.default}`")
+        lines.append(f"| `{o.name}` | {o.allowed()} | {default} | {where} | "
+                     f"{f'`{o.flag}`' if o.flag else '—'} | {f'`{o.url}`' if o.url else '—'} |")
+    lines += ["", "What each does:", ""]
+    lines += [f"- `{o.name}`: {o.help}." for o in OPTIONS]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(markdown(), end="")

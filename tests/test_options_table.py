@@ -10,13 +10,14 @@ import inspect
 from pathlib import Path
 from typing import Any, Callable
 
+import numpy as np
 import pytest
 import streamlit as st
 from streamlit.testing.v1 import AppTest
 
 from rollout_core import cli, explain, methods
 from rollout_core.errors import InputError
-from rollout_core.options import OPTIONS, SPECS, Options, OptionSpec, validate, with_overrides
+from rollout_core.options import OPTIONS, SPECS, Options, OptionSpec, markdown, validate, with_overrides
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 NUMBERS = [o for o in OPTIONS if o.kind == "number"]
@@ -40,6 +41,11 @@ def _cli(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]
         status = int(stop.code)
     out, err = capsys.readouterr()
     return status, out, err
+
+
+def test_the_options_doc_is_the_tables() -> None:
+    """docs/OPTIONS.md is `python -m rollout_core.options > docs/OPTIONS.md`; regenerate it after a change."""
+    assert (Path(__file__).resolve().parents[1] / "docs" / "OPTIONS.md").read_text(encoding="utf-8") == markdown()
 
 
 def test_options_fields_are_the_tables() -> None:
@@ -112,6 +118,24 @@ def test_layer_range_is_the_models(tiny_handle: Callable[[str], Any]) -> None:
             explain.explain(handle, "the cat", **{o.name: value, **other})
         with pytest.raises(InputError, match="out of range"):
             explain.explain(handle, "the cat", **{o.name: high + 1, **other})
+
+
+@pytest.mark.parametrize("kind", ["bert", "vit"])
+def test_a_methods_uses_flags_say_which_options_change_its_result(kind: str,
+                                                                 tiny_handle: Callable[[str], Any]) -> None:
+    """The sidebar greys out an option the method does not read (`OptionSpec.uses` names the MethodSpec flag): an
+    option a method says it ignores leaves its result unchanged, and one it reads changes it."""
+    handle = tiny_handle(kind)
+    given = "the cat sat on the mat while the dog ran far away" if kind == "bert" else \
+        (np.random.default_rng(0).random((40, 56, 3)) * 255).astype(np.uint8)
+    other = {"head_fusion": "max", "residual_weight": 0.3, "discard_ratio": 0.9}
+    assert {o.name for o in OPTIONS if o.uses} == set(other)
+    for spec in methods.runnable(handle):
+        base = explain.explain(handle, given, method=spec.name)
+        for name, value in other.items():
+            changed = explain.explain(handle, given, method=spec.name, **{name: value})
+            differs = not np.allclose(base.layer_scores, changed.layer_scores, atol=1e-9)
+            assert differs == getattr(spec, SPECS[name].uses), (spec.name, name)
 
 
 def test_an_unknown_option_is_named() -> None:

@@ -195,6 +195,24 @@ def test_the_text_is_encoded_once_for_the_cost_check_and_the_explanation(
     assert encoded == [1] and checked == [5]  # a display change: from the cache, nothing encoded again
 
 
+def test_an_evaluation_counts_its_input_once_for_all_its_methods(monkeypatch: pytest.MonkeyPatch,
+                                                                  tiny_model_dir: Callable[[str], Path]) -> None:
+    from app_pages._lib import core
+    from rollout_core.options import Options
+    from rollout_core.serving import budget
+
+    handle = core.load(str(tiny_model_dir("bert")))
+    chosen = ("rollout", "flow", "gradient")
+    counted: list[int] = []
+    original = budget.positions
+    monkeypatch.setattr(budget, "positions", lambda *args: counted.append(1) or original(*args))
+    seconds = core._evaluation_seconds(handle, "a good film", chosen, Options())
+    assert counted == [1]  # was once per method
+    monkeypatch.setattr(budget, "positions", original)
+    each = sum(budget.check_request(handle, "a good film", m) for m in chosen)
+    assert seconds == pytest.approx(max(each, budget.HEAVY_SECONDS))
+
+
 def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model(
         count_calls: Callable[[str], list[int]], tiny_model_dir: Callable[[str], Path]) -> None:
     calls = count_calls("text")

@@ -42,25 +42,88 @@ def results() -> LRUCache:
     return result_cache()
 
 
-def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0) -> Any:
-    """`compute()` through `results()`; an estimated `seconds` of `budget.HEAVY_SECONDS` or more takes a heavy
-    slot (one at a time per visitor; waiting with a note when it cannot have one) and runs cancellably."""
+STOPPED = "_stopped_requests"
+"""Session key: the heavy requests this session stopped (not started again by a rerun until asked)."""
+
+
+class Stopped(Exception):
+    """A heavy request this session stopped: the page shows a note and a button to run it again, not an error."""
+
+
+def _request_id(key: Hashable) -> str:
+    return hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+
+
+def _stop(request: str) -> None:
+    st.session_state.setdefault(STOPPED, set()).add(request)
+
+
+def _run_again(request: str) -> None:
+    st.session_state.setdefault(STOPPED, set()).discard(request)
+
+
+def stopped(request: str) -> bool:
+    """Whether this session stopped the heavy request `request` (its Stop button)."""
+    return request in st.session_state.get(STOPPED, ())
+
+
+@contextmanager
+def heavy_run(seconds: float, what: str, request: str) -> Iterator[None]:
+    """Run the block as a heavy job estimated at `seconds`: it says its estimate (`what`: what it is) with a Stop
+    button (remembered under `request`, see `stopped`), waits with a note for one of the server's heavy slots (one
+    at a time per visitor), and runs cancellably (a Stop, a rerun or a closed tab ends it at its next
+    checkpoint); the note and the button go when the block ends."""
+    title = what[:1].upper() + what[1:] if what else "Computing"
+    panel = st.empty()
+    with panel.container():
+        note = st.empty()
+        note.info(f"{title}: estimated {budget.in_words(seconds)} on this server.")
+        st.button("Stop", key=f"stop_{request}", on_click=_stop, args=(request,),
+                  help="Stops the computation at its next step; nothing is lost but this result.")
+
+    def waiting(place: budget.Place) -> None:
+        why = "" if place.own else "the server is running its maximum of long computations; "
+        note.info(f"{title}: waiting for a free slot: {why}{budget.place_in_words(place)}.")
+
+    try:
+        with budget.heavy_slot(on_wait=waiting, owner=visitor()):
+            note.info(f"{title}: estimated {budget.in_words(seconds)} on this server.")
+            with cancel.cancellable(_session_gone()):
+                yield
+    finally:
+        panel.empty()
+
+
+def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0, what: str = "") -> Any:
+    """`compute()` through `results()`. An estimated `seconds` of `budget.HEAVY_SECONDS` or more runs as a
+    `heavy_run` (estimate, Stop, a heavy slot, cancellable); a stopped request is not started again by the reruns
+    that follow until the visitor asks (`Stopped`)."""
     if seconds < budget.HEAVY_SECONDS:
         return results().get_or_compute(key, compute)
+    request = _request_id(key)
 
     def heavy() -> Any:
-        note = st.empty()
-
-        def waiting(place: budget.Place) -> None:
-            why = "" if place.own else "the server is running its maximum of long computations; "
-            note.info(f"Waiting for a free slot: {why}{budget.place_in_words(place)}.")
-
-        with budget.heavy_slot(on_wait=waiting, owner=visitor()):
-            note.empty()
-            with cancel.cancellable(_session_gone()):
-                return compute()
+        if stopped(request):
+            st.info(f"Stopped{': ' + what if what else ''} (estimated {budget.in_words(seconds)}). Change the "
+                    "input or the method, or run it again.")
+            st.button("Run it again", key=f"again_{request}", on_click=_run_again, args=(request,))
+            raise Stopped(request)
+        with heavy_run(seconds, what, request):
+            return compute()
 
     return results().get_or_compute(key, heavy)
+
+
+def _offer_cheaper(err: budget.BudgetError, method_key: str) -> None:
+    """Below a refusal: a button that switches the page's method (sidebar key `method_key`) to the cheaper
+    choice the refusal names."""
+    from rollout_core import methods
+
+    def switch() -> None:
+        st.session_state[method_key] = err.choice
+
+    st.button(f"Use {methods.display_name(err.choice)} instead", key=f"cheaper_{method_key}_{err.choice}",
+              on_click=switch, type="primary")
 
 
 def _session_gone() -> Callable[[], bool]:
@@ -87,40 +150,51 @@ def _session_gone() -> Callable[[], bool]:
 
 
 def explain_text(name: str, allow_pickle: bool, text: str, options: Options, target: str | int | None = None,
-                 labels: tuple[str, ...] | None = None, keep_heads: bool = False) -> Any:
+                 labels: tuple[str, ...] | None = None, keep_heads: bool = False, method_key: str = "method") -> Any:
     """`rollout_core.explain_text` within the compute budget, cached on the model name, text, options, target.
 
     `keep_heads`: keep every head's attention (the per-head panel); off, a 400-token explanation of a 12-head
-    model is about 10 MB instead of 100 MB, and sessions that outlive the cache hold only that."""
+    model is about 10 MB instead of 100 MB, and sessions that outlive the cache hold only that. `method_key`: the
+    sidebar's method key, which a refusal's "use a cheaper method" button sets."""
     from rollout_core import explain
 
     options = dataclasses.replace(options, keep_heads=keep_heads)
     return _explained(("text", name, allow_pickle, text, options, target, labels),
                       lambda: explain.prepare(load(name, allow_pickle), text, options, modality="text", target=target,
-                                              labels=list(labels) if labels else None))
+                                              labels=list(labels) if labels else None), method_key)
 
 
 def explain_image(name: str, allow_pickle: bool, image: bytes, options: Options,
-                  target: str | int | None = None) -> Any:
-    """`rollout_core.explain_image` on the image bytes within the budget, cached on model, image digest, options."""
+                  target: str | int | None = None, method_key: str = "method") -> Any:
+    """`rollout_core.explain_image` on the image bytes within the budget, cached on model, image digest, options
+    (`method_key` as for `explain_text`)."""
     from rollout_core import explain
 
     return _explained(("image", name, allow_pickle, hashlib.sha256(image).hexdigest(), options, target),
                       lambda: explain.prepare(load(name, allow_pickle), image, options, modality="image",
-                                              target=target))
+                                              target=target), method_key)
 
 
 _MISSING = object()
 
 
-def _explained(key: Hashable, prepare: Callable[[], Any]) -> Any:
+def _explained(key: Hashable, prepare: Callable[[], Any], method_key: str | None = None) -> Any:
     """The cached explanation of `key`; on a miss the request is `prepare`d (checked and encoded once), its cost
-    estimated from that encoded input (`budget.check_prepared`), and the same prepared input explained."""
+    estimated from that encoded input (`budget.check_prepared`), and the same prepared input explained. A
+    refusal is tagged with the sidebar's `method_key` (for `guarded`'s cheaper-choice button)."""
+    from rollout_core import methods
+
     hit = results().get(key, _MISSING)
     if hit is not _MISSING:
         return hit
     prepared = prepare()
-    return cached(key, prepared.run, budget.check_prepared(prepared))
+    try:
+        seconds = budget.check_prepared(prepared)
+    except budget.BudgetError as err:
+        err.method_key = method_key
+        raise
+    what = f"{methods.display_name(prepared.options.method)} on {prepared.handle.name}"
+    return cached(key, prepared.run, seconds, what)
 
 
 @contextmanager
@@ -131,6 +205,12 @@ def guarded(what: str) -> Iterator[None]:
     """
     try:
         yield
+    except Stopped:  # `cached` said so, with its button to run it again
+        pass
+    except budget.BudgetError as err:
+        st.error(safe_text(err))
+        if err.choice and getattr(err, "method_key", None):
+            _offer_cheaper(err, err.method_key)
     except RolloutError as err:
         st.error(safe_text(err))
     except Exception as err:  # a bug: keep the page usable, do not throw a traceback at the user
@@ -149,9 +229,12 @@ def run(what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
 
 
 def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], options: Options) -> float:
-    """The budget check of every evaluated method (references and cheap methods count as heavy anyway)."""
-    seconds = sum(budget.check_request(handle, source, m, options.start_layer, options.end_layer,
-                                       full_matrix=options.full_matrix) for m in methods)
+    """The budget check of every evaluated method, the input counted once for them all (references and cheap methods
+    count as heavy anyway)."""
+    sized, choices = budget.positions(handle, source), budget.choices(handle)
+    seconds = sum(budget.check(m, budget.workload(handle, source, m, options.start_layer, options.end_layer,
+                                                  full_matrix=options.full_matrix, sized=sized), choices=choices)
+                  for m in methods)
     return max(seconds, budget.HEAVY_SECONDS)
 
 
@@ -167,7 +250,11 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
-    return cached(("evaluate", name, allow_pickle, digest, methods, options, references, seeds),
+    key = ("evaluate", name, allow_pickle, digest, methods, options, references, seeds)
+    hit = results().get(key, _MISSING)  # a rerun showing a finished evaluation counts nothing again
+    if hit is not _MISSING:
+        return hit
+    return cached(key,
                   lambda: evaluate.evaluate_input(handle, source, list(methods), references=references, seeds=seeds,
                                                   progress=progress, explanations=explanations, **kwargs),
                   _evaluation_seconds(handle, source, methods, options))

@@ -99,7 +99,7 @@ UNLOADED_LAYERS = 101
 def option_widget(option: OptionSpec, key: str, spec: Any, layers: int | None, target_help: str | None = None) -> Any:
     """The sidebar widget of one option of `options.OPTIONS`, its range the table's (layers: the model's
     `layers`), kept in the URL under `key`; disabled when the method `spec` does not read it. Returns its value."""
-    help_text = option.help[0].upper() + option.help[1:] + "."
+    help_text = option.full_help()[0].upper() + option.full_help()[1:] + "."
     disabled = option.uses is not None and not getattr(spec, option.uses)
     if option.kind == "choice":
         param(key, option.default, option.choices)

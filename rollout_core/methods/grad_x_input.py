@@ -8,7 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -36,6 +37,15 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return one_map(per_position(method_input, attribute), method_input)
 
 
+GRADIENT_PASSES = 2.5
+"""A forward and backward pass on the input's features, in units of a plain forward pass (as AttnLRP's)."""
+
+
+def cost(w: Workload) -> float:
+    """The capture's forward pass, then one forward and backward pass on the continuous input."""
+    return forward_seconds(w, 1 + GRADIENT_PASSES)
+
+
 METHOD = MethodSpec(
     name="grad_x_input",
     title="Gradient x input (reference)",
@@ -54,5 +64,6 @@ METHOD = MethodSpec(
     layered=False,
     agreement="gxi",
     attribute=attribute,
+    cost=cost,
     compute=compute,
 )

@@ -12,7 +12,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
+from rollout_core.methods.grad_x_input import GRADIENT_PASSES
 
 if TYPE_CHECKING:
     import torch
@@ -72,6 +74,11 @@ def describe(settings: dict[str, Any]) -> str:
             f"sum to the logit's change up to {gap:.2g}")
 
 
+def cost(w: Workload) -> float:
+    """The capture's forward pass, a forward and backward pass per step and the completeness check's two rows."""
+    return forward_seconds(w, 1 + STEPS * GRADIENT_PASSES + 1)
+
+
 METHOD = MethodSpec(
     name="integrated_gradients",
     title="Integrated gradients (reference)",
@@ -93,5 +100,6 @@ METHOD = MethodSpec(
     attribute=attribute,
     passes=STEPS,
     facts=describe,
+    cost=cost,
     compute=compute,
 )
