@@ -39,11 +39,13 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 GRADIENT_PASSES = 2.5
 """A forward and backward pass on the input's features, in units of a plain forward pass (as AttnLRP's)."""
+SETUP_SECONDS = 0.1
+"""Per input: its continuous form and baseline, the autograd graph's first build (the 16-token case, measured)."""
 
 
 def cost(w: Workload) -> float:
     """The capture's forward pass, then one forward and backward pass on the continuous input."""
-    return forward_seconds(w, 1 + GRADIENT_PASSES)
+    return forward_seconds(w, 1 + GRADIENT_PASSES) + w.batch * SETUP_SECONDS
 
 
 METHOD = MethodSpec(
