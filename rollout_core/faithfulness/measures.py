@@ -44,8 +44,10 @@ BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "l
           "spearman_ig": "higher"}
 
 StepProgress = Callable[[int, int, str], None]
-"""progress(done, total, what) on one input, in model passes: one per explanation, one for gradient x input, the
-integrated-gradient steps, then the perturbed inputs scored (`total` shrinks to the exact count once known)."""
+"""progress(done, total, what) on one input, in milliseconds of work: done = the time the finished steps took, total =
+done + the estimate of the rest (from this run's first explanation and its first scored pass; exact for the scoring
+once its first pass is done), so the time left is total - done; total is 0 until the first explanation and scored
+pass are timed."""
 
 
 @dataclass
