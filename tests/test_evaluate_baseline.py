@@ -12,7 +12,7 @@ import torch
 
 from rollout_core.faithfulness import baseline as checks
 from rollout_core.faithfulness.baseline import SEPARATION, checked_baseline, separation_note
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
 
 
 def _prepared(fill: float, name: str) -> PreparedInput:
@@ -98,10 +98,13 @@ def test_the_page_shows_the_baseline_and_its_warning(tiny_model_dir: Callable[[s
     assert_clean(at)
     assert any("Removed positions became the [MASK] token" in c for c in texts(at.caption))
     monkeypatch.setattr(checks, "NEAR_CHANCE", -1.0)
+    monkeypatch.setattr(checks, "SEPARATION", 10.0)  # every set of areas counts as together
     at = page("app_pages/evaluate.py", model=str(tiny_model_dir("bert")), text="a fine film")
     at.button[0].click().run()
     assert_clean(at)
-    assert any("No removal moves" in w and "deletion cannot separate the methods" in w for w in texts(at.warning))
+    warnings = texts(at.warning)
+    assert any("No removal moves" in w and "deletion cannot separate the methods" in w for w in warnings)
+    assert any("cannot tell the methods apart on this input" in w for w in warnings)
 
 
 @pytest.mark.slow

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from rollout_core.errors import InputError
+from rollout_core import methods as registry
+from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
-from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.baseline import BaselineCheck, checked_baseline
 from rollout_core.faithfulness.measures import (
     AGREEMENT,
@@ -28,7 +28,7 @@ from rollout_core.faithfulness.perturbation import (
     CurveSet,
     perturbation_curves_many,
 )
-from rollout_core.faithfulness.scoring import BASELINES, PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import BASELINES, PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 
@@ -103,8 +103,9 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     to_explain = [m for m in explained if m not in given] or ([] if explained else ["attention"])
     work = _Work(progress or (lambda done, total, what: None))
     rows_guess = (len(methods) + seeds) * ROWS_PER_ORDERING + 2
-    # gradient x input: about a forward and a backward; integrated gradients: that for each step
-    gradient_rows = 3 * (("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted))
+    references_run = [registry.get(m) for m in REFERENCES if m in wanted]
+    # each pass of a reference: about a forward and a backward, 3 scored rows' worth
+    gradient_rows = 3 * sum(spec.passes for spec in references_run)
     made: dict[str, Explanation] = {}
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
     target = _target(next(iter(given.values())), prepared) if given else None
@@ -129,25 +130,25 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
         removed = float(removed_probs[0, target])
         check = BaselineCheck(baseline, removed, 1.0 / ends.shape[-1], ((baseline, removed),))
     guess = per_row
-    per_explanation = per_explanation or 3 * guess  # only given explanations so far: about a forward and a backward
-    for m in [m for m in to_explain if m not in made]:
-        work(f"explaining with {m}", (len(to_explain) - len(made)) * per_explanation + (rows_guess + gradient_rows)
-             * guess)
+    left = [m for m in to_explain if m not in made]
+    costs = _explanation_seconds(handle, item.input, [*made, *left], options) if left else {}
+    # the methods' own cost estimates (registry), scaled by how long the first one really took
+    scale = per_explanation / costs[to_explain[0]] if per_explanation and costs.get(to_explain[0]) else 1.0
+    for i, m in enumerate(left):
+        rest = sum(costs[k] * scale if k in costs else (per_explanation or 3 * guess) for k in left[i:])
+        work(f"explaining with {m}", rest + (rows_guess + gradient_rows) * guess)
         made[m] = explain(handle, item.input, method=m, target=target, **options)
     first = next(iter(given.values())) if given else made[to_explain[0]]
     explanations = {m: given.get(m, made.get(m)) for m in explained}
     where = region(first, item)
     computed: dict[str, torch.Tensor] = {}
-    if "grad_x_input" in wanted:
-        work("gradient × input (reference)", (gradient_rows + rows_guess) * guess)
-        computed["grad_x_input"] = attribution.input_x_gradient(prepared, target)
-    if "integrated_gradients" in wanted:
-        work("integrated gradients (reference)", (3 * attribution.IG_STEPS + rows_guess) * guess)
+    for i, spec in enumerate(references_run):
+        rest = 3 * sum(later.passes for later in references_run[i:])
+        work(spec.title, (rest + rows_guess) * guess)
         start = work.elapsed()
-        steps = None if progress is None else (lambda k: work(
-            f"integrated gradients (reference, step {k})",
-            (work.elapsed() - start) / k * (attribution.IG_STEPS - k) + rows_guess * guess))
-        computed["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
+        steps = None if progress is None else (lambda k, s=spec, t=start: work(
+            f"{s.title}, step {k}", (work.elapsed() - t) / k * (s.passes - k) + rows_guess * guess))
+        computed[spec.name] = spec.attribute(prepared, target, steps)
     importances: dict[str, list[torch.Tensor]] = {
         m: [computed[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),
@@ -191,6 +192,21 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     passes = sum(-(-count // chunk) for count in calls) + len(check.tried)
     return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations,
                       sum(calls) + 1 + len(check.tried), passes, check)
+
+
+def _explanation_seconds(handle: ModelHandle, source: Any, methods: list[str], options: dict[str, Any]
+                         ) -> dict[str, float]:
+    """Each method's estimated seconds on this input (`serving.budget`, the registry's cost model); {} when the
+    input cannot be sized (the explanation itself then says why)."""
+    from rollout_core.serving import budget
+
+    try:
+        sized = budget.positions(handle, source)
+        return {m: budget.estimate_seconds(m, budget.workload(
+            handle, source, m, options.get("start_layer", 0), options.get("end_layer"),
+            full_matrix=bool(options.get("full_matrix", False)), sized=sized)) for m in methods}
+    except (RolloutError, ValueError, TypeError):
+        return {}
 
 
 def _target(explanation: Explanation, prepared: PreparedInput) -> int:
