@@ -6,6 +6,7 @@ import streamlit as st
 from app_pages._lib.safe import safe_text
 from rollout_core import methods
 from rollout_core.models import measured
+from rollout_core.serving.kernels import start_flow_kernels
 from rollout_core.serving.malloc import limit_heap_growth
 from rollout_core.settings import SettingsError, check_settings
 
@@ -85,3 +86,4 @@ def home() -> None:
 pages = [st.Page(home, title="Home", icon=":material/home:", default=True)] + [
     st.Page(script, title=title, icon=icon, url_path=url) for script, title, icon, url, _ in PAGES]
 st.navigation(pages).run()
+start_flow_kernels()  # once per process, after the page is drawn: the first flow then costs what later ones do

@@ -52,8 +52,9 @@ else:
     explain = core.explain_image
 
 side_requests = (("A", name_a, pickle_a, method_a, target_a), ("B", name_b, pickle_b, method_b, target_b))
-fetches = [functools.partial(explain, name, allow_pickle, source, method, target)
-           for _, name, allow_pickle, method, target in side_requests]
+method_keys = ("method", "method" if mode == "models" else "b_method")  # the sidebar's: a refusal's cheaper choice
+fetches = [functools.partial(explain, name, allow_pickle, source, method, target, method_key=key)
+           for (_, name, allow_pickle, method, target), key in zip(side_requests, method_keys)]
 
 
 def explained(side: str, name: str, allow_pickle: bool, method: Options,
@@ -100,6 +101,12 @@ def show(a: Explanation | None, b: Explanation | None) -> None:
         with col:
             st.markdown(f"**{side}: {safe_text(exp.model_name)}, {safe_text(methods.display_name(exp.method))}**")
             views.prediction(exp, f"Prediction ({side})")
+    unreadable = [(side, e) for side, e in zip("AB", (a, b)) if e.not_meaningful]
+    for side, e in unreadable:  # the method's own verdict: a map that cannot be read is neither drawn nor compared
+        st.warning(f"No maps compared: side {side}'s {views.method_words(e)} is not meaningful on this input; "
+                   "choose another method for that side.")
+    if unreadable:
+        return
     with core.guarded("comparing the two explanations"):
         result = compare.compare(a, b)
         if result.aligned_by_words:

@@ -20,7 +20,13 @@ from rollout_core.faithfulness.evaluate import (
 )
 from rollout_core.faithfulness.measures import not_computed
 from rollout_core.faithfulness.perturbation import CURVES
-from rollout_core.faithfulness.views import curve_figure, progress_text, readable_summary, readable_table
+from rollout_core.faithfulness.views import (
+    curve_figure,
+    progress_text,
+    readable_summary,
+    readable_table,
+    what_ran,
+)
 
 st.title("Evaluate")
 st.markdown("Remove the most (or least) relevant tokens/patches first and watch the predicted class: a faithful "
@@ -35,7 +41,7 @@ name, allow_pickle, method, _ = model_and_method(modality, method_header="Method
 
 handle = loaded(name, allow_pickle)
 runnable = [s.name for s in registry.runnable(handle)] if handle is not None else list(METHODS)
-choices = (*runnable, *REFERENCES)
+choices = tuple(dict.fromkeys((*runnable, *REFERENCES)))
 # the page's default (the model's measured best, what the Text and Image pages show) first, then plain rollout and
 # raw attention as the familiar baselines
 starting = list(dict.fromkeys(m for m in (method.method, "rollout", "attention") if m in runnable))
@@ -43,11 +49,6 @@ if any(m not in choices for m in st.session_state.get("methods", ())):  # anothe
     st.session_state["methods"] = [m for m in st.session_state["methods"] if m in choices] or starting
 methods = tuple(st.multiselect("Methods", choices, default=starting, key="methods",
                                format_func=registry.display_name))
-ig = st.checkbox("Integrated-gradients reference (the “Rank agreement with integrated gradients” row)",
-                 value="ig" in DEFAULT_REFERENCES[modality], key=f"ig_reference_{modality}",
-                 help="32 gradient passes per input: cheap on a sentence, about 40 explanations of an image, so off "
-                      "for images unless ticked (or unless integrated_gradients is one of the methods).")
-references = ("gxi", "ig") if ig else ("gxi",)
 one, many = st.tabs(["One input", "Generated data set (with ground truth)"])
 PARTIAL = "evaluate_partial"
 STOPPED_ONE = "evaluate_one_stopped"
@@ -59,8 +60,9 @@ def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of fo
         st.caption(note)
 
 
-def _progress(bar: object, unit: str = "model passes") -> Callable[..., None]:
-    """A progress callback drawing into `bar`: count, what is running and the time left."""
+def _progress(bar: object, unit: str | None = None) -> Callable[..., None]:
+    """A progress callback drawing into `bar`: what is running, the time left and (with a `unit`) the count; without
+    one, done and total are one input's milliseconds of work (`StepProgress`)."""
     start = time.monotonic()
 
     def report(done: int, total: int, what: str = "") -> None:
@@ -76,11 +78,16 @@ def _stop_one() -> None:
     st.session_state[STOPPED_ONE] = True
 
 
-def _prediction(source: str | bytes, result: object) -> None:
-    """The prediction as the Text and Image pages show it (calibrated, with its reliability notes), from the
-    explanation the page's method gives (cached there); the curves follow the model's own probability."""
+def _page_explanation(source: str | bytes) -> object:
+    """The explanation the Text and Image pages show for this input (cached there): its prediction is shown here
+    and, when its method is evaluated, the evaluation uses it instead of explaining again."""
     explain = core.explain_text if modality == "text" else core.explain_image
-    exp = core.run("reading the prediction", explain, name, allow_pickle, source, method)
+    return core.run("reading the prediction", explain, name, allow_pickle, source, method)
+
+
+def _prediction(exp: object, result: object) -> None:
+    """The prediction as the Text and Image pages show it (calibrated, with its reliability notes); the curves
+    follow the model's own probability."""
     if exp is None:
         return
     views.prediction(exp, "Predicted (target of every curve)")
@@ -94,6 +101,18 @@ with one:
         source = text_input()
     else:
         source = image_input().data
+    st.caption("By default one input is evaluated with the methods above and one random ordering (the chance row), "
+               "every perturbation of every method scored together. Add what costs more here:")
+    ask = st.columns(3)
+    one_gxi = ask[0].checkbox("Gradient × input reference", key=f"one_gxi_{modality}",
+                              help="The “Rank agreement with gradient × input” row: one gradient pass.")
+    one_ig = ask[1].checkbox("Integrated-gradients reference", key=f"one_ig_{modality}",
+                             help="The “Rank agreement with integrated gradients” row: 32 gradient passes, about "
+                                  "10 explanations of a sentence and 40 of an image.")
+    param("seeds", 1, low=1, high=10)
+    seeds = ask[2].number_input("Random orderings", 1, 10, key="seeds",
+                                help="More orderings make the chance row steadier; each costs as much as a method.")
+    one_references = tuple(r for r, on in (("gxi", one_gxi), ("ig", one_ig)) if on)
     if st.button("Evaluate this input", type="primary", disabled=not methods) and source is not None:
         st.session_state["evaluate_one"] = True
     if st.session_state.pop(STOPPED_ONE, False):
@@ -104,11 +123,17 @@ with one:
             st.button("Stop", key="evaluate_one_stop", on_click=_stop_one,
                       help="Stops the run at its next model pass (Streamlit's own Stop, top right, does the same).")
             bar = st.progress(0.0, "starting")
+        page_exp = _page_explanation(source)
+        given = {method.method: page_exp} if page_exp is not None and method.method in methods else None
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
-                          allow_pickle, source, methods, method, references, progress=_progress(bar))
+                          allow_pickle, source, methods, method, one_references, progress=_progress(bar),
+                          seeds=int(seeds), explanations=given)
         running.empty()
         if result is not None:
-            _prediction(source, result)
+            _prediction(page_exp, result)
+            for note in result.notes:
+                st.warning(note)
+            st.caption(what_ran(result))
             _table(*readable_table(result.table, result.not_computed))
             cols = st.columns(2)
             for i, curve in enumerate(CURVES):
@@ -123,6 +148,12 @@ def _dataset_result(result: DatasetEvaluation, note: str = "") -> None:
 
 
 with many:
+    ig = st.checkbox("Integrated-gradients reference (the “Rank agreement with integrated gradients” row)",
+                     value="ig" in DEFAULT_REFERENCES[modality], key=f"ig_reference_{modality}",
+                     help="32 gradient passes per example: cheap on a sentence, about 40 explanations of an image, so "
+                          "off for images unless ticked (or unless integrated_gradients is one of the methods). "
+                          "Gradient × input is always computed over a data set.")
+    references = ("gxi", "ig") if ig else ("gxi",)
     param("limit", 10, low=2, high=100)
     limit = st.slider("Examples", 2, 100, key="limit")
     if st.button(f"Evaluate {limit} generated {modality} examples", disabled=not methods):

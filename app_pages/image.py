@@ -71,7 +71,11 @@ def show(exp: Explanation | None) -> None:
             how = "Resized and centre-cropped" if exp.settings.get("center_crop") else "Resized"
             st.caption(f"{how} from {source_size[1]}x{source_size[0]} to {size[1]}x{size[0]} (the model's input size).")
     with right:
-        layer_view(fetch, scale)
+        if exp.not_meaningful:  # the method's own verdict (its note is beside the prediction): nothing to draw
+            st.warning(f"No map drawn: {views.method_words(exp)} is not meaningful on this image (see the note on "
+                       "the left); choose another method.")
+        else:
+            layer_view(fetch, scale)
         trust_line(name, allow_pickle, exp, image_bytes)
 
 

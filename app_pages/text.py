@@ -104,6 +104,10 @@ def show(exp: Explanation | None) -> None:
         if facts := methods.describe(exp.method, exp.settings):
             st.caption(safe_text(facts) + ".")
     with right:
+        if exp.not_meaningful:  # the method's own verdict (its note is beside the prediction): nothing to draw
+            st.warning(f"No map drawn: {views.method_words(exp)} is not meaningful on this text (see the note on "
+                       "the left); choose another method.")
+            return
         layer_view(request, specials)
         trust_line(name, allow_pickle, exp, text)
 

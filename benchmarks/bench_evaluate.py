@@ -10,7 +10,14 @@
     threads of one torch thread each (the default) and one at a time on torch's 2 threads (--workers 1); target
     under 2 minutes on 2 cores. Wall and CPU seconds (CPU: all threads of the process).
 
-Run: python benchmarks/bench_evaluate.py [--sentences 100] [--quick]
+(c) one input as a user gets it (issue 29: a sentence with 3 methods <= 15 explanations' worth, an image <= 20):
+    `evaluate_input` with the page's methods (the model's measured default, rollout, raw attention) on one sentence
+    of default-text and one generated shape of default-image, beside one explanation of it (the mean over the three
+    methods), interleaved runs, medians; the default protocol (no reference, 1 random ordering), the page's own
+    explanation given (as the Evaluate page does), and what asking for more costs (gradient x input, integrated
+    gradients, 3 orderings). Torch threads: as the process has them (set OMP_NUM_THREADS).
+
+Run: python benchmarks/bench_evaluate.py [--sentences 100] [--quick] [--single-only] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -114,11 +121,89 @@ def text_case(sentences: int, methods: list[str]) -> None:
               "(target < 120 s)", flush=True)
 
 
+SINGLE_PROTOCOLS = (("default (no reference, 1 random ordering)", {}),
+                    ("default, the page's explanation given", {"page": True}),
+                    ("+ gradient x input", {"references": ("gxi",)}),
+                    ("+ both references (before: text's default)", {"references": ("gxi", "ig")}),
+                    ("+ 3 random orderings", {"seeds": 3}))
+
+
+def single_case(modality: str, repeats: int) -> None:
+    """(c): evaluation / one explanation on one input, both measured in this run, interleaved, medians."""
+    import statistics
+
+    from rollout_core import methods as registry
+    from rollout_core.data import shapes
+    from rollout_core.explain import explain_image, explain_text
+    from rollout_core.faithfulness.evaluate import evaluate_input
+    from rollout_core.models.loading import load_model
+    from rollout_core.models.measured import default_method
+
+    handle = load_model(f"default-{modality}")
+    source = ("The food was great but the service was terrible." if modality == "text"
+              else shapes.generate(1, split="test")[0].image)
+    explain = explain_text if modality == "text" else explain_image
+    three = list(dict.fromkeys((default_method(handle.name, [s.name for s in registry.runnable(handle)]),
+                                "rollout", "attention")))
+
+    from rollout_core.inputs.continuous import prepare_image, prepare_text
+
+    prepared = (prepare_text if modality == "text" else prepare_image)(handle, source)
+    masks = torch.rand(16, prepared.n, generator=torch.Generator().manual_seed(0)) < 0.5
+    times: dict[str, list[float]] = {}
+    for m in three:  # warm-up: kernels, the scoring copy of the model
+        explain(handle, source, method=m)
+    evaluate_input(handle, source, three)
+    for _ in range(repeats):
+        for m in three:
+            times.setdefault(m, []).append(_seconds(lambda m=m: explain(handle, source, method=m))[0])
+        times.setdefault("row", []).append(_seconds(lambda: prepared.probabilities(masks))[0] / len(masks))
+        for name, kwargs in SINGLE_PROTOCOLS:
+            if kwargs.get("page"):  # the page made it before the run (its prediction), so it is not timed
+                given = {three[0]: explain(handle, source, method=three[0])}
+                times.setdefault(name, []).append(_seconds(lambda g=given: evaluate_input(
+                    handle, source, three, explanations=g))[0])
+            else:
+                times.setdefault(name, []).append(_seconds(lambda k=kwargs: evaluate_input(
+                    handle, source, three, **k))[0])
+    estimates = [time_left_ratios(handle, source, three) for _ in range(max(1, repeats // 2))]
+    med = {k: statistics.median(v) for k, v in times.items()}
+    unit = sum(med[m] for m in three) / len(three)
+    target = 15 if modality == "text" else 20
+    print(f"(c) default-{modality}, one {'sentence' if modality == 'text' else 'generated shape'}, "
+          f"{', '.join(three)}; torch threads {torch.get_num_threads()}, {repeats} interleaved repeats, medians; "
+          f"load average {os.getloadavg()[0]:.1f}", flush=True)
+    print("  one explanation: " + ", ".join(f"{m} {med[m] * 1000:.0f} ms" for m in three)
+          + f"; unit (their mean) {unit * 1000:.0f} ms; a scored row in a pass of 16: {med['row'] * 1000:.1f} ms = "
+          f"{med['row'] / unit:.2f} explanations ({prepared.n} positions)")
+    for name, _ in SINGLE_PROTOCOLS:
+        print(f"  {name:48s} {med[name]:7.3f} s = {med[name] / unit:6.1f} explanations"
+              f"{f' (target <= {target})' if name.startswith('default') else ''}", flush=True)
+    low, high = min(e[0] for e in estimates), max(e[1] for e in estimates)
+    print(f"  time left shown / time it then took, every progress report of the default run ({len(estimates)} runs, "
+          f"reports with at least 10% of the run left): {low:.2f} .. {high:.2f} (target within 0.5 .. 2)", flush=True)
+
+
+def time_left_ratios(handle: object, source: object, methods: list[str]) -> tuple[float, float]:
+    """(lowest, highest) ratio of the time left a progress report implies (total - done, milliseconds of work) to
+    the time the run then took, over the reports made with at least 10% of the run still to go."""
+    from rollout_core.faithfulness.evaluate import evaluate_input
+
+    reports: list[tuple[float, int, int]] = []
+    start = time.perf_counter()
+    evaluate_input(handle, source, methods, progress=lambda d, t, w: reports.append((time.perf_counter(), d, t)))
+    end = time.perf_counter()
+    ratios = [((t - d) / 1000) / (end - at) for at, d, t in reports if t > 0 and end - at > 0.1 * (end - start)]
+    return (min(ratios), max(ratios)) if ratios else (float("nan"), float("nan"))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sentences", type=int, default=100, help="generated sentences in (b)")
     parser.add_argument("--skip-image", action="store_true", help="only (b)")
     parser.add_argument("--quick", action="store_true", help="5 sentences")
+    parser.add_argument("--single-only", action="store_true", help="only (c)")
+    parser.add_argument("--repeats", type=int, default=5, help="interleaved repeats in (c)")
     args = parser.parse_args()
     sentences = 5 if args.quick else args.sentences
     if sentences < 1:
@@ -126,6 +211,10 @@ def main() -> None:
     print(f"torch threads {torch.get_num_threads()}, load average {os.getloadavg()[0]:.1f} at start")
     from rollout_core.faithfulness.evaluate import METHODS, REFERENCES
 
+    for modality in ("text", "image"):
+        single_case(modality, args.repeats if modality == "text" else max(1, args.repeats // 2))
+    if args.single_only:
+        return
     if not args.skip_image:
         image_case()
     text_case(sentences, [*METHODS, *REFERENCES])

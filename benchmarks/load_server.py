@@ -7,13 +7,19 @@ further long text (ROLLOUT_MAX_COMPUTE_SECONDS raised so it is allowed), closes 
 and samples the server's CPU use (utime + stime from /proc/<pid>/stat) every half second for 10 s: it must fall
 back to idle within seconds.
 
-    python benchmarks/load_server.py [--texts 50] [--cache-mb 512] [--flow-seconds 5] [--port 8650]
+Two visitors (issue 30, `--part visitors`): a light visitor (its own browser context, so its own cookie) opens
+rollout on short texts, each a new text, first alone and then while a heavy visitor (another context) runs attention
+flow on a long text; the light visitor's time per page, alone and beside the heavy one, and their ratio.
+
+    python benchmarks/load_server.py [--part all|memory|visitors] [--texts 50] [--cache-mb 512] [--flow-seconds 5]
+                                     [--light 3] [--port 8650]
 """
 from __future__ import annotations
 
 import argparse
 import os
 import random
+import statistics
 import sys
 import time
 import urllib.parse
@@ -74,11 +80,52 @@ def _wait_done(page: object) -> None:
                            timeout=LOAD_MS)
 
 
+def light_visit(page: object, url: str, seed: int) -> float:
+    """Seconds from opening rollout on a new short text until the page is drawn and idle."""
+    text = urllib.parse.quote(long_text(seed, words=12))
+    start = time.monotonic()
+    page.goto(f"{url}/text?model=default-text&method=rollout&text={text}", timeout=LOAD_MS)
+    _wait_done(page)
+    return time.monotonic() - start
+
+
+def two_visitors(browser: object, url: str, pid: int, light: int) -> None:
+    """The light visitor's page times alone, then beside a heavy visitor's attention flow (see the docstring)."""
+    light_visitor, heavy_visitor = browser.new_context(), browser.new_context()
+    try:
+        page = light_visitor.new_page()
+        light_visit(page, url, 500)  # the first visit loads the model; not counted
+        alone = [light_visit(page, url, 501 + i) for i in range(light)]
+        heavy = heavy_visitor.new_page()
+        heavy.goto(f"{url}/text?model=default-text&method=flow&text={urllib.parse.quote(long_text(20_000))}",
+                   timeout=LOAD_MS)
+        heavy.wait_for_function("() => document.body.innerText.includes('computing flow')", timeout=LOAD_MS)
+        time.sleep(2)
+        before, at = cpu_seconds(pid), time.monotonic()
+        beside = [light_visit(page, url, 601 + i) for i in range(light)]
+        busy = (cpu_seconds(pid) - before) / (time.monotonic() - at)
+        still = heavy.evaluate("() => document.body.innerText.includes('computing flow')")
+        waited = page.evaluate("() => document.body.innerText.includes('Waiting for a free slot')")
+        print(f"light visitor alone: {', '.join(f'{t:.1f}' for t in alone)} s per page "
+              f"(median {statistics.median(alone):.1f})", flush=True)
+        print(f"light visitor beside the heavy one: {', '.join(f'{t:.1f}' for t in beside)} s per page "
+              f"(median {statistics.median(beside):.1f}); server {busy:.2f} cores meanwhile; heavy still computing "
+              f"at the end: {still}; light told to wait for a slot: {waited}", flush=True)
+        print(f"light visitor's time beside / alone: {statistics.median(beside) / statistics.median(alone):.2f}x",
+              flush=True)
+    finally:
+        heavy_visitor.close()  # stops the flow
+        light_visitor.close()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--part", choices=("all", "memory", "visitors"), default="all",
+                        help="memory: the texts and the closed flow; visitors: the two-visitor run")
     parser.add_argument("--texts", type=int, default=50)
     parser.add_argument("--cache-mb", type=float, default=512)
     parser.add_argument("--flow-seconds", type=float, default=5.0)
+    parser.add_argument("--light", type=int, default=3, help="light pages timed alone and beside the heavy one")
     parser.add_argument("--port", type=int, default=None, help="the server's port (default: a free one)")
     args = parser.parse_args()
     from playwright.sync_api import sync_playwright
@@ -88,7 +135,14 @@ def main() -> int:
     with streamlit_server(HERE.parent / "app.py", log, port=args.port) as url, sync_playwright() as playwright:
         pid = server_pid(int(url.rsplit(":", 1)[1]))
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        print(f"server pid {pid}, cache bound {args.cache_mb:g} MB, RSS at start {rss_mb(pid):.0f} MB", flush=True)
+        print(f"server pid {pid}, cache bound {args.cache_mb:g} MB, RSS at start {rss_mb(pid):.0f} MB; load "
+              f"{os.getloadavg()[0]:.2f}", flush=True)
+        if args.part in ("all", "visitors"):
+            two_visitors(browser, url, pid, args.light)
+        if args.part == "visitors":
+            browser.close()
+            print(f"load {os.getloadavg()[0]:.2f} at the end; server log {log}")
+            return 0
         page = browser.new_page()
         started = time.monotonic()
         for index in range(1, args.texts + 1):

@@ -27,6 +27,11 @@ _EXPORTS = {
     "explain_text": "rollout_core.explain",
     "explain_texts": "rollout_core.explain",
     "explain_image": "rollout_core.explain",
+    "explain": "rollout_core.explain",
+    "prepare": "rollout_core.explain",
+    "Prepared": "rollout_core.explain",
+    "Options": "rollout_core.options",
+    "OPTIONS": "rollout_core.options",
     "Explanation": "rollout_core.explanation",
     "show": "rollout_core.figures.standalone",
     # errors
@@ -38,6 +43,9 @@ _EXPORTS = {
 }
 
 __all__ = sorted(_EXPORTS)
+_MODULES = ("registry", "explain")
+"""Exports that are modules: `explain` is also the function (the module is callable: `explain.explain`), so the
+package attribute stays the module once `rollout_core.explain` is imported."""
 
 
 def __getattr__(name: str) -> Any:
@@ -45,4 +53,4 @@ def __getattr__(name: str) -> Any:
     if module is None:
         raise AttributeError(f"module 'rollout_core' has no attribute {name!r}")
     value = importlib.import_module(module)
-    return value if name == "registry" else getattr(value, name)
+    return value if name in _MODULES else getattr(value, name)

@@ -9,12 +9,17 @@ NaN, ends in a clear error instead of a wrong map.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import torch
 
 from rollout_core.errors import RolloutError, UnsupportedModelError
+from rollout_core.maths.fusion import fuse_heads
+from rollout_core.maths.rollout import compute_dtype
 
 ScoreFn = Callable[[Any], torch.Tensor]
 """Maps the model output to the (B,) explained scores (one per sample) whose gradients are wanted."""
@@ -40,12 +45,18 @@ def run(
     num_layers: int,
     score: ScoreFn | None = None,
     hidden_states: bool = False,
+    head_fusion: str | None = None,
 ) -> Captured:
     """Forward `inputs` (already on the model's device) with attentions; gradients when `score` is given;
     every layer's hidden states in `outputs.hidden_states` when `hidden_states` (with `score`, also the
-    gradient w.r.t. the encoder's input, hidden_states[0], in `input_gradients`)."""
+    gradient w.r.t. the encoder's input, hidden_states[0], in `input_gradients`).
+
+    `head_fusion` (without `score`): each layer's heads are fused inside the forward pass, so the attentions come
+    back as (B, 1, n, n) (`fused_heads`) and no layer's per-head probabilities outlive it; for maths that reads
+    attention only through `fuse_heads` with that same fusion, which gives the same numbers on one head."""
     grad = score is not None
-    with torch.set_grad_enabled(grad):
+    fusing = fused_heads(model, head_fusion) if head_fusion is not None and not grad else contextlib.nullcontext()
+    with torch.set_grad_enabled(grad), fusing:
         extra = {"output_hidden_states": True} if hidden_states else {}
         outputs = forward(model, inputs, output_attentions=True, return_dict=True, **extra)
     seq2seq = getattr(model.config, "is_encoder_decoder", False)
@@ -73,6 +84,90 @@ def run(
         captured.attentions = tuple(a.detach() for a in attentions)
         captured.logits = None if captured.logits is None else captured.logits.detach()
     return captured
+
+
+_FUSION: contextvars.ContextVar[str | None] = contextvars.ContextVar("rollout_head_fusion", default=None)
+"""The head fusion the attention hooks apply on this thread's forward passes (None: they leave outputs alone)."""
+_INSTALL = threading.Lock()
+_HOOKED = "_rollout_fusing_hooks"
+
+
+@contextlib.contextmanager
+def fused_heads(model: torch.nn.Module, how: str) -> Iterator[None]:
+    """For the duration, on this thread only, every attention module whose output transformers collects as
+    `attentions` hands on its probabilities fused over heads in the compute dtype, (B, 1, n, n): `fuse_heads`
+    applied as each layer finishes, so the per-head (B, H, n, n) tensor is freed with the layer (the naive
+    `output_attentions=True` keeps all L of them). Fusing one head again is the identity (mean, max and min
+    alike), so maths that fuses with `how` gives the same numbers; NaN and infinity survive the fusion, so
+    `check_attentions` still sees them. A model whose attention modules transformers does not name is left
+    alone (its attentions come back per head)."""
+    _install_fusing_hooks(model)
+    token = _FUSION.set(how)
+    try:
+        yield
+    finally:
+        _FUSION.reset(token)
+
+
+def _install_fusing_hooks(model: torch.nn.Module) -> None:
+    """Once per model: a hook first in line on each module that `attentions` are recorded from (inactive unless
+    `fused_heads` is on for the calling thread; a context variable, so sessions sharing the model see nothing)."""
+    if getattr(model, _HOOKED, False):
+        return
+    with _INSTALL:
+        if getattr(model, _HOOKED, False):
+            return
+        for module, index in attention_outputs(model):
+            module.register_forward_hook(_fusing_hook(index), prepend=True)
+        setattr(model, _HOOKED, True)
+
+
+def _fusing_hook(index: int) -> Callable[..., Any]:
+    def hook(module: torch.nn.Module, args: Any, output: Any) -> Any:
+        how = _FUSION.get()
+        if how is None or not isinstance(output, tuple) or not -len(output) <= index < len(output):
+            return None
+        at = index % len(output)
+        probs = output[at]
+        if not isinstance(probs, torch.Tensor) or probs.dim() != 4 or probs.shape[1] == 1:
+            return None
+        fused = fuse_heads(probs.to(compute_dtype(probs.dtype)), how).unsqueeze(1)
+        return output[:at] + (fused,) + output[at + 1:]
+
+    return hook
+
+
+def attention_outputs(model: torch.nn.Module) -> list[tuple[torch.nn.Module, int]]:
+    """(module, index of its output) pairs whose outputs transformers collects as `attentions`: the
+    `_can_record_outputs` of the model and of each sub-model over its own modules, matched as transformers'
+    `recursively_install_hooks` matches them (class, module path, class-name suffix). None for a model that is
+    not a transformers model."""
+    try:
+        from transformers.modeling_utils import PreTrainedModel
+        from transformers.utils.output_capturing import _CAN_RECORD_REGISTRY, OutputRecorder
+    except ImportError:
+        return []
+
+    def specs_of(sub: torch.nn.Module) -> list[Any]:
+        specs = _CAN_RECORD_REGISTRY.get(sub).get("attentions") if isinstance(sub, PreTrainedModel) else None
+        specs = [] if specs is None else specs if isinstance(specs, list) else [specs]
+        return [s if isinstance(s, OutputRecorder) else OutputRecorder(target_class=s, index=1) if isinstance(s, type)
+                else OutputRecorder(target_class=None, index=1, class_name=s) for s in specs]
+
+    def matches(spec: Any, module: torch.nn.Module, path: str) -> bool:
+        if spec.target_class is not None and isinstance(module, spec.target_class):
+            return spec.layer_name is None or f".{spec.layer_name.strip('.')}." in path + "."
+        return spec.class_name is not None and path.endswith(spec.class_name)
+
+    found: list[tuple[torch.nn.Module, int]] = []
+
+    def walk(module: torch.nn.Module, path: str, specs: list[Any]) -> None:
+        for name, child in module.named_children():
+            walk(child, f"{path}.{name}", specs_of(child) if isinstance(child, PreTrainedModel) else specs)
+        found.extend((module, spec.index) for spec in specs if matches(spec, module, path))
+
+    walk(model, "", specs_of(model))
+    return found
 
 
 def forward(model: torch.nn.Module, inputs: Mapping[str, Any], **options: Any) -> Any:
@@ -116,9 +211,16 @@ def check_attentions(
             raise UnsupportedModelError(
                 f"layer {layer} returned {what} weights of shape {tuple(att.shape)}, expected (batch, heads, {q}, {k})"
             )
-        if not torch.isfinite(att).all():
+        if not _all_finite(att):
             raise UnsupportedModelError(
                 f"the model produced NaN or infinite {what} weights in layer {layer}: its weights or this input "
                 "overflow (try float32, or check the model files)"
             )
     return tuple(attentions)
+
+
+def _all_finite(values: torch.Tensor) -> bool:
+    """`torch.isfinite(values).all()`: one sum decides when it is finite (NaN and infinity make it so), the
+    element-wise test runs only when the sum is not (or overflowed)."""
+    total = values.sum(dtype=compute_dtype(values.dtype)) if values.is_floating_point() else values.sum()
+    return bool(torch.isfinite(total)) or bool(torch.isfinite(values).all())

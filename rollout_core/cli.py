@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from rollout_core import methods
 from rollout_core.errors import InputError, RolloutError
-from rollout_core.options import CAPTURES, HEAD_FUSIONS
+from rollout_core.options import OPTIONS, Options, validate
 from rollout_core.settings import check_settings
 from rollout_core.warm.channel import CLI_ENV_DEFAULTS
 from rollout_core.warm.client import run_remote
@@ -43,24 +43,12 @@ def build_parser() -> argparse.ArgumentParser:
     text.add_argument("--model", help="registry name, local folder or hub id (default: default-text)")
     text.add_argument("given", nargs="?", metavar="TEXT", help='the text; "-" reads it from stdin')
     text.add_argument("--text", help="the same as TEXT")
-    text.add_argument("--labels", help="zero-shot labels for sentence encoders, comma-separated: a,b,c")
-    text.add_argument("--max-length", type=int, help="cut the text at this many tokens (default: the model's limit)")
-    text.add_argument("--full-matrix", action="store_true",
-                      help="flow: also compute the whole n x n matrix (n² max flows; the output says the cost)")
     image = sub.add_parser("image", help="explain an image")
     image.add_argument("--model", help="registry name, local folder or hub id (default: default-image)")
     image.add_argument("given", nargs="?", metavar="IMAGE", help="image file")
     image.add_argument("--image", help="the same as IMAGE")
-    for p in (text, image):
-        p.add_argument("--method", choices=methods.names(), default=None,
-                       help="default: the model's measured best method (rollout for a model without measured figures)")
-        p.add_argument("--target", help="class label or index; causal LMs: token position (default: predicted / last)")
-        p.add_argument("--head-fusion", choices=HEAD_FUSIONS, default="mean")
-        p.add_argument("--residual-weight", type=float, default=1.0)
-        p.add_argument("--discard-ratio", type=float, default=0.0)
-        p.add_argument("--start-layer", type=int, default=0)
-        p.add_argument("--end-layer", type=int, default=None, help="exclusive (default: all layers)")
-        p.add_argument("--capture", choices=CAPTURES, default="auto")
+    for command, p in (("text", text), ("image", image)):
+        add_option_flags(p, command)
         p.add_argument("--json", action="store_true", help="print one JSON object (Explanation.to_dict())")
         p.add_argument("--allow-pickle", action="store_true",
                        help="allow pickle weights (.bin/.pt): they can run code when loaded; only for trusted models")
@@ -84,6 +72,27 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("evaluate", help="faithfulness evaluation (see `evaluate --help`)", add_help=False)
     sub.add_parser("corpus", help="explain a whole corpus (see `corpus --help`)", add_help=False)
     return parser
+
+
+def add_option_flags(parser: argparse.ArgumentParser, command: str) -> None:
+    """The explain options' flags for `command` ("text" or "image"), one per `options.OPTIONS` entry that has a
+    flag: type, choices, default and help from the table (its ranges are checked by `options.validate`)."""
+    for o in OPTIONS:
+        if o.flag is None or command not in o.commands:
+            continue
+        if o.kind == "switch":
+            parser.add_argument(o.flag, dest=o.name, action="store_true", help=o.full_help())
+            continue
+        kwargs: dict[str, Any] = {"dest": o.name, "default": o.default, "help": o.full_help()}
+        if o.kind == "method":
+            kwargs["choices"] = methods.names()
+        elif o.kind == "choice":
+            kwargs.update(choices=o.choices, help=f"{o.full_help()} (default: {o.default})")
+        elif o.kind == "number":
+            kwargs.update(type=float, help=f"{o.full_help()} ({o.low:g} to {o.high:g}; default: {o.default:g})")
+        elif o.kind in ("layer", "count"):
+            kwargs["type"] = int
+        parser.add_argument(o.flag, **kwargs)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -129,10 +138,15 @@ def _quiet_libraries() -> None:
 # Commands
 
 
-def _options(args: argparse.Namespace) -> dict[str, Any]:
-    return dict(method=args.method, target=args.target, head_fusion=args.head_fusion,
-                residual_weight=args.residual_weight, discard_ratio=args.discard_ratio,
-                start_layer=args.start_layer, end_layer=args.end_layer, capture=args.capture)
+def _request(args: argparse.Namespace) -> tuple[Options, dict[str, Any]]:
+    """The command line's `Options` and per-request arguments (target, labels, max_length), checked against the
+    options table before the model is loaded (the same checks `explain` makes; the layer range needs the model)."""
+    given = {o.name: getattr(args, o.name) for o in OPTIONS if hasattr(args, o.name)}
+    options = validate(Options(**{o.name: given[o.name] for o in OPTIONS if o.field and o.name in given}))
+    request = {o.name: o.check(given[o.name]) for o in OPTIONS if not o.field and o.name in given}
+    if request.get("labels") is not None:
+        request["labels"] = [x.strip() for x in request["labels"].split(",") if x.strip()]
+    return options, request
 
 
 def _load(name: str | None, modality: str, allow_pickle: bool) -> Any:
@@ -163,14 +177,10 @@ def _cmd_text(args: argparse.Namespace) -> int:
         text = sys.stdin.read() if given == "-" else given
     except UnicodeDecodeError as err:
         raise InputError(f"the text on stdin is not valid UTF-8 (byte {err.start}); convert it to UTF-8") from None
-    labels = None
-    if args.labels is not None:
-        labels = [x.strip() for x in args.labels.split(",") if x.strip()]
+    options, request = _request(args)
     from rollout_core.explain import explain_text
 
-    handle = _load(args.model, "text", args.allow_pickle)
-    explanation = explain_text(handle, text, labels=labels, max_length=args.max_length,
-                               full_matrix=args.full_matrix, **_options(args))
+    explanation = explain_text(_load(args.model, "text", args.allow_pickle), text, **options.kwargs(), **request)
     print(explanation.to_json() if args.json else render_text(explanation))
     return 0
 
@@ -181,11 +191,11 @@ def _cmd_image(args: argparse.Namespace) -> int:
     from rollout_core.explain import explain_image
 
     given = _the_input(args, "image")
+    options, request = _request(args)
     path = Path(given).expanduser()
     if not path.is_file():
         raise InputError(f"no such image file: {given}")
-    handle = _load(args.model, "image", args.allow_pickle)
-    explanation = explain_image(handle, path, **_options(args))
+    explanation = explain_image(_load(args.model, "image", args.allow_pickle), path, **options.kwargs(), **request)
     print(explanation.to_json() if args.json else render_image(explanation))
     return 0
 
@@ -278,8 +288,18 @@ def _header(e: Any) -> list[str]:
     return lines
 
 
+def _unreadable(e: Any) -> str | None:
+    """The header and one line instead of the map when the method says its map cannot be read (its note above)."""
+    if not e.not_meaningful:
+        return None
+    return "\n".join(_header(e) + ["map not shown: it is not meaningful here (see the note above); --json keeps "
+                                   "its numbers"])
+
+
 def render_text(e: Any) -> str:
     """A table of the shown tokens (special tokens left out, shares renormalised) with bars."""
+    if (unreadable := _unreadable(e)) is not None:
+        return unreadable
     tokens, scores = e.display_tokens(), e.display_scores()
     width = min(24, max((len(repr(t)) for t in tokens), default=5))
     top = float(max(scores, default=0.0))
@@ -289,6 +309,8 @@ def render_text(e: Any) -> str:
 
 def render_image(e: Any) -> str:
     """The patch map (rows = image rows) as numbers in percent, then the ten strongest patches."""
+    if (unreadable := _unreadable(e)) is not None:
+        return unreadable
     grid = e.score_map()
     rows = [" ".join(f"{100 * v:5.1f}" for v in row) for row in grid]
     flat = grid.ravel()

@@ -1,4 +1,6 @@
-"""`explain_text`, `explain_texts`, `explain_image`: one input (or a batch) -> `Explanation`.
+"""`explain(model, input, options)`: one input (or a batch of texts) -> `Explanation`; `prepare` + `Prepared.run`
+the same in two steps (encode once, check the cost, then run); `explain_text`, `explain_texts`, `explain_image`
+its wrappers with the options as keywords.
 
 The pipeline is the same for every family: prepare inputs -> one forward pass with attentions
 (`capture.run`, or the streaming path of `lowmem` when the attentions would not fit the memory budget)
@@ -8,16 +10,18 @@ model's head (`families.head_pooling`): [CLS] for classifiers, the mean of the r
 sentence encoders, the predicted position for causal language models.
 
 The steps live in rollout_core.pipeline (heads, batch, seq2seq, assemble); this module is the public
-API and the checks of its arguments.
+API and the checks of its arguments (the options' own checks are `options.validate`'s, from `options.OPTIONS`).
 """
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import os
-from dataclasses import dataclass
+import sys
+import types
+from dataclasses import dataclass, field
 from typing import Any, Iterator, Sequence, Union
 
-import numpy as np
 import torch
 
 from rollout_core import methods
@@ -30,15 +34,15 @@ from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
-from rollout_core.options import CAPTURES, HEAD_FUSIONS, Options
+from rollout_core.options import SPECS, Options, validate, with_overrides
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
 from rollout_core.pipeline.batch import BatchResult, explain_batch
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, Head, image_head, text_head
 from rollout_core.pipeline.seq2seq import decoder_to_source, explain_seq2seq
 
-__all__ = ["METHODS", "ZERO_SHOT_TEMPERATURE", "decoder_to_source", "explain_image", "explain_text", "explain_texts",
-           "processed_image", "text_batches"]
+__all__ = ["METHODS", "ZERO_SHOT_TEMPERATURE", "Prepared", "decoder_to_source", "explain", "explain_image",
+           "explain_text", "explain_texts", "prepare", "processed_image", "text_batches"]
 
 METHODS = methods.names()
 TEXT_BATCH_SIZE = 16
@@ -49,6 +53,57 @@ ModelArg = Union[str, "os.PathLike[str]", ModelHandle, None]
 
 # ----------------------------------------------------------------------------------------------
 # Public API
+
+
+def explain(
+    model: ModelArg,
+    input: Any,
+    options: Options | None = None,
+    *,
+    modality: str | None = None,
+    target: Any = None,
+    labels: Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int = TEXT_BATCH_SIZE,
+    **overrides: Any,
+) -> Explanation | list[Explanation]:
+    """Explain `input` with `model`: the one entry point. A text gives an `Explanation`, a list of texts a list of
+    them (batched; each equals the text's own), an image (path, bytes, file object, PIL image or array) an
+    `Explanation`. The model's modality decides how `input` is read; with `model` None (the default text or image
+    model) a string or list of strings is text and anything else an image, unless `modality` says otherwise.
+
+    `options`: the method options (`Options()`: the model's measured default method); `**overrides` replace
+    fields of it (`explain(m, x, method="flow", start_layer=2)`). `target`, `labels`, `max_length`: as in
+    `explain_text` (`options.OPTIONS` has every option's range and help). `prepare` then `Prepared.run` is the same
+    in two steps, for a caller that checks the cost first."""
+    return prepare(model, input, options, modality=modality, target=target, labels=labels, max_length=max_length,
+                   batch_size=batch_size, **overrides).run()
+
+
+def prepare(
+    model: ModelArg,
+    input: Any,
+    options: Options | None = None,
+    *,
+    modality: str | None = None,
+    target: Any = None,
+    labels: Sequence[str] | None = None,
+    max_length: int | None = None,
+    batch_size: int = TEXT_BATCH_SIZE,
+    **overrides: Any,
+) -> "Prepared":
+    """What `explain` runs, checked and encoded once, before any forward pass: the options validated against the
+    model, the text tokenised or the image processed. Its `tokens` and `outputs` are what a cost estimate reads
+    (`serving.budget.check_prepared`); `run()` then explains without encoding again."""
+    opts = with_overrides(options, overrides)
+    handle = _handle(model, _modality(model, input, modality))
+    if handle.modality == "text":
+        batched = isinstance(input, (list, tuple))
+        return _prepare_texts(handle, list(input) if batched else [input], opts, target=target, labels=labels,
+                              max_length=max_length, batch_size=batch_size, batched=batched)
+    if labels is not None or max_length is not None:
+        raise InputError("labels and max_length are options of text models; this is an image model")
+    return _prepare_image(handle, input, opts, target)
 
 
 def explain_text(
@@ -76,6 +131,7 @@ def explain_text(
     position whose next-token prediction is explained (causal LMs; default: the last real token), or the
     decoder position (encoder-decoders; default: the last one). `labels`: zero-shot candidate labels
     for sentence encoders. `full_matrix`: also compute flow's whole n x n matrix (n² max flows).
+    The same as `explain(model, [text], ...)[0]`.
     """
     return explain_texts(
         model, [text], method=method, target=target, head_fusion=head_fusion, residual_weight=residual_weight,
@@ -104,79 +160,12 @@ def explain_texts(
 ) -> list[Explanation]:
     """Explain several texts, batched with padding; each result equals `explain_text` on that text.
 
-    `target` is one target for all texts or a list with one per text.
+    `target` is one target for all texts or a list with one per text. The same as `explain(model, texts, ...)`.
     """
-    job = _text_job(model, texts, method=method, target=target, head_fusion=head_fusion,
-                    residual_weight=residual_weight, discard_ratio=discard_ratio, start_layer=start_layer,
-                    end_layer=end_layer, keep_heads=keep_heads, labels=labels, max_length=max_length,
-                    capture=capture, full_matrix=full_matrix)
-    if job.handle.task == "seq2seq":
-        return _noted([explain_seq2seq(job.handle, e, job.opts, t, job.limit)
-                       for e, t in zip(job.encoded, job.targets)], job.note)
-    out = [text_explanation(job.handle, enc, result, b, job.opts, job.limit, job.labels)
-           for chunk, result in _batches(job, batch_size) for b, enc in enumerate(chunk)]
-    return _noted(out, job.note)
-
-
-def text_batches(model: ModelArg, texts: Sequence[str], *, method: str,
-                 batch_size: int = TEXT_BATCH_SIZE) -> Iterator[tuple[list[EncodedText], BatchResult]]:
-    """The batches `explain_texts` computes (default options), without building Explanations: each batch's
-    encoded texts and its `BatchResult`, sample b of which `explain_texts` turns into its Explanation. For
-    callers that need a few fields of many rows (the corpus engine); not for encoder-decoder models."""
-    job = _text_job(model, texts, method=method)
-    if job.handle.task == "seq2seq":
-        raise InputError("text_batches does not cover encoder-decoder models; use explain_texts")
-    return _batches(job, batch_size)
-
-
-@dataclass(frozen=True)
-class _TextJob:
-    """What explaining a list of texts runs with, checked and prepared once."""
-
-    handle: ModelHandle
-    opts: Options
-    head: Head
-    limit: int
-    labels: Sequence[str] | None
-    encoded: list[EncodedText]
-    targets: list[Any]
-    note: str | None  # why this method, when the caller named none
-
-
-def _text_job(
-    model: ModelArg, texts: Sequence[str], *, method: str | None, target: Any = None, head_fusion: str = "mean",
-    residual_weight: float = 1.0, discard_ratio: float = 0.0, start_layer: int = 0, end_layer: int | None = None,
-    keep_heads: bool = False, labels: Sequence[str] | None = None, max_length: int | None = None,
-    capture: str = "auto", full_matrix: bool = False,
-) -> _TextJob:
-    """Check the arguments of `explain_texts`; encode the texts; choose the head and the options."""
-    handle = _handle(model, "text")
-    if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
-        raise InputError("texts must be a non-empty list of strings")
-    targets = _per_item_targets(target, len(texts))
-    zero_shot = labels is not None
-    method, note = _default_method(handle, method, capture, zero_shot)
-    opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture, full_matrix, zero_shot)
-    head = text_head(handle, labels)
-    if labels is None and handle.task == "text-classification" and handle.labels and (
-            getattr(handle.config, "problem_type", None) != "multi_label_classification"):
-        head = calibrated_head(head, config_temperature(handle.config), handle.labels)
-    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
-                             max_length)
-    encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
-    return _TextJob(handle, opts, head, limit, labels, encoded, targets, note)
-
-
-def _batches(job: _TextJob, batch_size: int) -> Iterator[tuple[list[EncodedText], BatchResult]]:
-    """The job's texts in padded batches of `batch_size` through `explain_batch`."""
-    size = max(1, int(batch_size))
-    for start in range(0, len(job.encoded), size):
-        chunk = job.encoded[start : start + size]
-        inputs = to_device(pad_batch(chunk, pad_token_id(job.handle.processor)), job.handle.device)
-        real = inputs["attention_mask"].bool()
-        yield chunk, explain_batch(job.handle, inputs, real, None, job.head, job.targets[start : start + size],
-                                   job.opts)
+    opts = Options(method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, keep_heads, capture,
+                   full_matrix)
+    return _prepare_texts(_handle(model, "text"), texts, opts, target=target, labels=labels, max_length=max_length,
+                          batch_size=batch_size, batched=True).run()
 
 
 def explain_image(
@@ -196,34 +185,156 @@ def explain_image(
 ) -> Explanation:
     """Explain one image (path, bytes, file object, PIL image or array). `model` None: default-image; `method`
     None: the model's measured default, as in `explain_text`.
-    `full_matrix`: also compute flow's whole n x n matrix (n² max flows; slow on images)."""
+    `full_matrix`: also compute flow's whole n x n matrix (n² max flows; slow on images).
+    The same as `explain(model, image, ...)` with an image model."""
+    opts = Options(method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, keep_heads, capture,
+                   full_matrix)
+    return _prepare_image(_handle(model, "image"), image, opts, target).run()
+
+
+def text_batches(model: ModelArg, texts: Sequence[str], *, method: str,
+                 batch_size: int = TEXT_BATCH_SIZE) -> Iterator[tuple[list[EncodedText], BatchResult]]:
+    """The batches `explain_texts` computes (default options), without building Explanations: each batch's
+    encoded texts and its `BatchResult`, sample b of which `explain_texts` turns into its Explanation. For
+    callers that need a few fields of many rows (the corpus engine); not for encoder-decoder models."""
+    prepared = _prepare_texts(_handle(model, "text"), texts, Options(method=method), batch_size=batch_size,
+                              batched=True)
+    if prepared.handle.task == "seq2seq":
+        raise InputError("text_batches does not cover encoder-decoder models; use explain_texts")
+    return prepared.batches()
+
+
+@dataclass(frozen=True)
+class _Image:
+    """A processed image: the model's inputs and what the explanation needs of the source."""
+
+    source_size: tuple[int, int]  # (height, width) of the given image
+    pixels: torch.Tensor  # (1, 3, H, W) as the model sees it
+    layout: families.ImageLayout
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An explain request checked and encoded for its model (`prepare`): the resolved options, the head, the
+    encoded texts or the processed image. `run()` computes the explanation(s) from it."""
+
+    handle: ModelHandle
+    options: Options  # validated against the model: method and layer range resolved
+    head: Head
+    targets: list[Any]
+    note: str | None  # why this method, when the caller named none
+    encoded: list[EncodedText] = field(default_factory=list)  # texts
+    limit: int = 0  # texts: the most tokens a text keeps
+    labels: Sequence[str] | None = None  # zero-shot labels
+    batched: bool = False  # a list of texts was given: run() returns a list
+    batch_size: int = TEXT_BATCH_SIZE
+    image: _Image | None = None
+
+    @property
+    def tokens(self) -> int:
+        """The positions the model sees (the longest text's tokens, or the image's patches and special tokens)."""
+        if self.image is not None:
+            return self.image.layout.num_tokens
+        return max(len(e.input_ids) for e in self.encoded)
+
+    @property
+    def outputs(self) -> int:
+        """The positions the model's readout pools at `tokens` positions (1 for a [CLS] head)."""
+        patches = None if self.image is None else self.image.layout.patch_positions
+        return families.pooled_positions(self.handle, self.tokens, patches)
+
+    def run(self) -> Explanation | list[Explanation]:
+        """The explanation (a list of them for a list of texts), computed from the encoded input."""
+        if self.image is not None:
+            return _noted([self._image_explanation()], self.note)[0]
+        if self.handle.task == "seq2seq":
+            out = [explain_seq2seq(self.handle, e, self.options, t, self.limit)
+                   for e, t in zip(self.encoded, self.targets)]
+        else:
+            out = [text_explanation(self.handle, enc, result, b, self.options, self.limit, self.labels)
+                   for chunk, result in self.batches() for b, enc in enumerate(chunk)]
+        out = _noted(out, self.note)
+        return out if self.batched else out[0]
+
+    def batches(self) -> Iterator[tuple[list[EncodedText], BatchResult]]:
+        """The texts in padded batches of `batch_size` through `explain_batch`."""
+        size = max(1, int(self.batch_size))
+        for start in range(0, len(self.encoded), size):
+            chunk = self.encoded[start : start + size]
+            inputs = to_device(pad_batch(chunk, pad_token_id(self.handle.processor)), self.handle.device)
+            real = inputs["attention_mask"].bool()
+            yield chunk, explain_batch(self.handle, inputs, real, None, self.head, self.targets[start : start + size],
+                                       self.options)
+
+    def _image_explanation(self) -> Explanation:
+        image, handle = self.image, self.handle
+        assert image is not None
+        layout = image.layout
+        real = torch.ones(1, layout.num_tokens, dtype=torch.bool, device=handle.device)
+        result = explain_batch(handle, image.inputs, real, layout, self.head, self.targets, self.options)
+        if result.n != layout.num_tokens:
+            raise RolloutError(
+                f"the model saw {result.n} tokens, but its family layout predicts {layout.num_tokens} "
+                f"({len(layout.prefix_names)} special + {layout.grid[0]}x{layout.grid[1]} patches)"
+            )
+        return image_explanation(handle, layout, image.pixels[0], image.source_size, result, self.options)
+
+
+def _prepare_texts(
+    handle: ModelHandle, texts: Sequence[str], opts: Options, *, target: Any = None,
+    labels: Sequence[str] | None = None, max_length: int | None = None, batch_size: int = TEXT_BATCH_SIZE,
+    batched: bool,
+) -> Prepared:
+    """Check a text request; encode the texts; choose the head and the options."""
+    if isinstance(texts, str) or not isinstance(texts, Sequence) or not texts:
+        raise InputError("texts must be a non-empty list of strings")
+    targets = _per_item_targets(target, len(texts))
+    zero_shot = labels is not None
+    opts, note = _options(handle, opts, zero_shot)
+    head = text_head(handle, labels)
+    if labels is None and handle.task == "text-classification" and handle.labels and (
+            getattr(handle.config, "problem_type", None) != "multi_label_classification"):
+        head = calibrated_head(head, config_temperature(handle.config), handle.labels)
+    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
+                             SPECS["max_length"].check(max_length))
+    encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
+    return Prepared(handle, opts, head, targets, note, encoded=encoded, limit=limit, labels=labels, batched=batched,
+                    batch_size=batch_size)
+
+
+def _prepare_image(handle: ModelHandle, source: Any, opts: Options, target: Any) -> Prepared:
+    """Check an image request; decode and process the image as the model expects it."""
     from rollout_core.inputs.images import load_image, model_pixels
 
-    handle = _handle(model, "image")
-    method, note = _default_method(handle, method, capture)
-    opts = _options(handle, method, head_fusion, residual_weight, discard_ratio, start_layer, end_layer,
-                    keep_heads, capture, full_matrix)
-    picture = load_image(image)
+    opts, note = _options(handle, opts)
+    picture = load_image(source)
     pixels = model_pixels(handle.processor, picture)
     height, width = int(pixels.shape[-2]), int(pixels.shape[-1])
-    layout = families.image_layout(handle.config, height, width)
     inputs: dict[str, Any] = {"pixel_values": pixels.to(handle.device)}
     if _accepts(handle.model, "interpolate_pos_encoding") and (height, width) != _config_size(handle.config):
         inputs["interpolate_pos_encoding"] = True
-    real = torch.ones(1, layout.num_tokens, dtype=torch.bool, device=handle.device)
-    head = image_head(handle)
-    result = explain_batch(handle, inputs, real, layout, head, [target], opts)
-    if result.n != layout.num_tokens:
-        raise RolloutError(
-            f"the model saw {result.n} tokens, but its family layout predicts {layout.num_tokens} "
-            f"({len(layout.prefix_names)} special + {layout.grid[0]}x{layout.grid[1]} patches)"
-        )
-    return _noted([image_explanation(handle, layout, pixels[0], (picture.height, picture.width), result, opts)],
-                  note)[0]
+    image = _Image((picture.height, picture.width), pixels, families.image_layout(handle.config, height, width),
+                   inputs)
+    return Prepared(handle, opts, image_head(handle), [target], note, image=image)
 
 
 # ----------------------------------------------------------------------------------------------
 # Validation
+
+
+def _modality(model: ModelArg, input: Any, modality: str | None) -> str:
+    """The modality asked for: `modality`, else the model's, else (default model) text for strings."""
+    if modality is not None:
+        if modality not in ("text", "image"):
+            raise InputError(f"modality must be 'text' or 'image', not {modality!r}")
+        return modality
+    if isinstance(model, ModelHandle):
+        return model.modality
+    if isinstance(model, (str, os.PathLike)):
+        return load_model(model).modality
+    texts = isinstance(input, str) or (isinstance(input, (list, tuple)) and all(isinstance(t, str) for t in input))
+    return "text" if texts else "image"
 
 
 def _handle(model: ModelArg, modality: str) -> ModelHandle:
@@ -268,48 +379,15 @@ def _noted(explanations: list[Explanation], note: str | None) -> list[Explanatio
     return explanations
 
 
-def _options(
-    handle: ModelHandle, method: str, head_fusion: str, residual_weight: float, discard_ratio: float,
-    start_layer: int, end_layer: int | None, keep_heads: bool, capture_mode: str, full_matrix: bool = False,
-    zero_shot: bool = False,
-) -> Options:
+def _options(handle: ModelHandle, opts: Options, zero_shot: bool = False) -> tuple[Options, str | None]:
+    """`opts` validated against the model (`options.validate`) and the method's needs (`methods.check`), with the
+    measured default method when none is named, and the note saying why it is that one."""
+    method, note = _default_method(handle, opts.method, opts.capture, zero_shot)
     spec = methods.get(method)
-    if head_fusion not in HEAD_FUSIONS:
-        raise InputError(f"unknown head fusion {head_fusion!r}; choose one of: {', '.join(HEAD_FUSIONS)}")
-    if capture_mode not in CAPTURES:
-        raise InputError(f"unknown capture {capture_mode!r}; choose one of: {', '.join(CAPTURES)}")
-    residual = _number("residual_weight", residual_weight)
-    if residual < 0:
-        raise InputError(f"residual_weight must be 0 or more, not {residual_weight}")
-    discard = _number("discard_ratio", discard_ratio)
-    if not 0.0 <= discard < 1.0:
-        raise InputError(f"discard_ratio must be in [0, 1), not {discard_ratio}")
-    layers = handle.num_layers
-    start = _layer("start_layer", start_layer, layers)
-    if spec.first_layer is not None:
-        start = max(start, spec.first_layer(handle))
-    end = layers if end_layer is None else _layer("end_layer", end_layer, layers + 1)
-    if end <= start:
-        raise InputError(f"end_layer ({end}) must be greater than start_layer ({start}); the model has {layers} layers")
-    methods.check(method, handle, capture=capture_mode, zero_shot=zero_shot)
-    return Options(method, head_fusion, residual, discard, start, end, bool(keep_heads), capture_mode,
-                   bool(full_matrix))
-
-
-def _number(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
-        raise InputError(f"{name} must be a finite number, not {value!r}")
-    return float(value)
-
-
-def _layer(name: str, value: Any, bound: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise InputError(f"{name} must be an integer, not {value!r}")
-    value = int(value) + (bound if value < 0 else 0)
-    if not 0 <= value < bound:
-        layers = bound if name == "start_layer" else bound - 1
-        raise InputError(f"{name} {value} is out of range: the model has {layers} layers")
-    return value
+    first = spec.first_layer(handle) if spec.first_layer is not None else 0
+    resolved = validate(dataclasses.replace(opts, method=method), handle.num_layers, first)
+    methods.check(method, handle, capture=resolved.capture, zero_shot=zero_shot)
+    return resolved, note
 
 
 def _per_item_targets(target: Any, count: int) -> list[Any]:
@@ -327,3 +405,15 @@ def _accepts(model: torch.nn.Module, name: str) -> bool:
 def _config_size(config: Any) -> tuple[int, int]:
     size = getattr(config, "image_size", None)
     return (size, size) if isinstance(size, int) else tuple(size or (0, 0))
+
+
+class _CallableModule(types.ModuleType):
+    """`rollout_core.explain` names this module (the package attribute of an imported submodule) and the one entry
+    point: calling the module is calling `explain`, so `rollout_core.explain(model, x)` and
+    `from rollout_core import explain; explain.prepare(...)` both work."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Explanation | list[Explanation]:
+        return explain(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -66,6 +66,12 @@ class ExplanationData:
         return bool(self.settings.get("signed"))
 
     @property
+    def not_meaningful(self) -> str:
+        """Why this map cannot be read at all, in the method's own words (`settings["not_meaningful"]`, e.g. a pruned
+        flow whose error bound is larger than the map), "" when it can: views then say so instead of drawing it."""
+        return str(self.settings.get("not_meaningful") or "")
+
+    @property
     def num_layers(self) -> int:
         return int(self.layer_scores.shape[0])
 

@@ -84,10 +84,11 @@ SETTINGS: tuple[Setting, ...] = (
             "few KB).", minimum=0, above=True, unit="MB"),
     Setting("ROLLOUT_MAX_COMPUTE_SECONDS", "number", 60,
             "In the app, a request estimated above this is refused up front with the estimate and a cheaper choice. "
-            "Only attention flow is limited: its estimate (`rollout_core.serving.budget.estimate_seconds`) counts "
-            "the max-flow problems the page solves, one explained row per layer prefix (about layers² · tokens³ / 2 "
-            "graph edges walked); default-text (6 layers) about 0.25 s at 128 tokens and 12-16 s at 512, "
-            "default-image about 2 s (`benchmarks/bench_flow_row.py`; estimate and measured side by side in "
+            "Every method is estimated by its own cost model (`MethodSpec.seconds` on the request's tokens or "
+            "patches, layers, heads and hidden size; `rollout_core.serving.budget.check_request`): on default-text "
+            "(6 layers) rollout takes well under a second at 256 tokens, flow about 4 s, value zeroing about a "
+            "minute, knockout Shapley about 5 min; the Corpus page sums the rows' estimates "
+            "(`benchmarks/bench_method_costs.py`; estimate and measured side by side in "
             "`benchmarks/RESULTS.md`).", minimum=0, above=True, unit="s"),
     Setting("ROLLOUT_MAX_HEAVY_JOBS", "integer", 2,
             "Long computations (estimated 2 s or more, evaluations) running at once across all sessions; the next "

@@ -2,6 +2,7 @@
 ROLLOUT_MAX_HEAVY_JOBS heavy computations at once; a flow stops at its next checkpoint once asked to."""
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from pathlib import Path
@@ -17,6 +18,9 @@ from rollout_core.serving import budget
 from rollout_core.serving.budget import BudgetError
 from rollout_core.maths.flow import attention_flow
 from rollout_core.maths.flow_bounded import PRUNED_EDGE_SHARE, flow_cost_estimate
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import Workload
+from rollout_core.methods.flow import SOLVER_FACTOR
 from rollout_core.models.loading import load_model
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
@@ -27,40 +31,50 @@ def _prefix_rows(n: int, layers: int, outputs: int = 1, kept: float = 1.0) -> fl
     return sum(flow_cost_estimate(n, top, 1, outputs=outputs, kept=kept)["seconds"] for top in range(1, layers + 1))
 
 
-def test_the_flow_estimate_is_the_method_s_cost_model():
-    assert budget.estimate_seconds("flow", 128, 6) == pytest.approx(_prefix_rows(128, 6))
-    assert budget.estimate_seconds("flow", 128, 6, full_matrix=True) == \
-        pytest.approx(_prefix_rows(128, 6) + flow_cost_estimate(128, 6, 128)["seconds"])
+def _work(n: int, layers: int, **kw) -> Workload:
+    return Workload(tokens=n, layers=layers, model_layers=layers, heads=12, hidden=384, **kw)
+
+
+def test_the_flow_estimate_is_the_forward_pass_and_the_solver_s_cost_model():
+    forward = forward_seconds(_work(128, 6))
+    assert budget.estimate_seconds("flow", _work(128, 6)) == \
+        pytest.approx(forward + SOLVER_FACTOR * _prefix_rows(128, 6))
+    assert budget.estimate_seconds("flow", _work(128, 6, full_matrix=True)) == \
+        pytest.approx(forward + SOLVER_FACTOR * (_prefix_rows(128, 6) + flow_cost_estimate(128, 6, 128)["seconds"]))
     # images: mass-pruned rows only (no matrix view), here for a readout pooling every position
-    assert budget.estimate_seconds("flow", 257, 12, image=True, outputs=257, full_matrix=True) == \
-        pytest.approx(_prefix_rows(257, 12, outputs=257, kept=PRUNED_EDGE_SHARE))
-    assert budget.estimate_seconds("rollout", 512, 24) == 0.0
+    image = _work(257, 12, image=True, outputs=257, full_matrix=True)
+    assert budget.estimate_seconds("flow", image) == \
+        pytest.approx(forward_seconds(image) + SOLVER_FACTOR * _prefix_rows(257, 12, outputs=257,
+                                                                            kept=PRUNED_EDGE_SHARE))
 
 
 @pytest.mark.parametrize("shape", [{}, {"image": True, "outputs": 8}, {"full_matrix": True}])
 def test_the_flow_estimate_grows_with_the_tokens_and_the_layers(shape: dict):
-    costs = [[budget.estimate_seconds("flow", n, layers, **shape) for n in (16, 64, 256)] for layers in (2, 6, 12)]
+    costs = [[budget.estimate_seconds("flow", _work(n, layers, **shape)) for n in (16, 64, 256)]
+             for layers in (2, 6, 12)]
     assert all(a < b for row in costs for a, b in zip(row, row[1:]))
     assert all(a < b for column in zip(*costs) for a, b in zip(column, column[1:]))
 
 
 def test_over_the_limit_is_refused_with_the_estimate_and_a_cheaper_choice(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", "60")
-    assert budget.check("flow", 128, 6) == pytest.approx(budget.estimate_seconds("flow", 128, 6))
-    seconds = budget.estimate_seconds("flow", 1024, 6)
+    assert budget.check("flow", _work(128, 6)) == pytest.approx(budget.estimate_seconds("flow", _work(128, 6)))
+    seconds = budget.estimate_seconds("flow", _work(1024, 6))
     assert seconds > 90
     with pytest.raises(BudgetError) as err:
-        budget.check("flow", 1024, 6)
+        budget.check("flow", _work(1024, 6), choices=("rollout", "flow"))
     message = str(err.value)
-    assert "flow on 1024 tokens" in message and budget.in_words(seconds) in message and "use rollout" in message
+    assert "(flow) on 1024 tokens" in message and budget.in_words(seconds) in message
+    assert "use Attention rollout (" in message and "\n" not in message
     # the suggested length fits, and is not far below the longest that does
     fits = int(message.split("shorten the text to about ")[1].split()[0])
-    assert budget.estimate_seconds("flow", fits, 6) <= 60 < budget.estimate_seconds("flow", int(fits / 0.8), 6)
+    assert budget.estimate_seconds("flow", _work(fits, 6)) <= 60
+    assert budget.estimate_seconds("flow", _work(int(fits / 0.8), 6)) > 60
 
 
 def test_durations_in_words():
-    assert [budget.in_words(s) for s in (0.2, 45, 272, 2700, 9000)] == \
-        ["about 1 s", "about 45 s", "about 5 min", "about 45 min", "about 2.5 h"]
+    assert [budget.in_words(s) for s in (0.02, 0.34, 0.97, 45, 272, 2700, 9000)] == \
+        ["under 0.1 s", "about 0.3 s", "about 1 s", "about 45 s", "about 5 min", "about 45 min", "about 2.5 h"]
 
 
 @pytest.mark.parametrize("kind, outputs", [("bert", 1), ("sentence", 5)])
@@ -70,13 +84,15 @@ def test_a_request_is_counted_in_the_model_s_tokens_and_readout(kind: str, outpu
     """[CLS] the cat sat [SEP]: 5 tokens; a classifier reads [CLS], a sentence encoder pools all 5."""
     handle = load_model(tiny_model_dir(kind))
     layers = handle.num_layers
-    assert budget.check_request(handle, "the cat sat", "rollout") == 0.0
-    assert budget.check_request(handle, "the cat sat", "flow") == \
-        pytest.approx(budget.estimate_seconds("flow", 5, layers, outputs=outputs))
+    work = budget.workload(handle, "the cat sat", "flow")
+    assert (work.tokens, work.outputs, work.layers, work.model_layers) == (5, outputs, layers, layers)
+    assert not work.image
+    assert (work.heads, work.hidden) == (handle.num_heads, handle.config.hidden_size)
+    assert budget.check_request(handle, "the cat sat", "flow") == pytest.approx(budget.estimate_seconds("flow", work))
     assert budget.check_request(handle, "the cat sat", "flow", full_matrix=True) == \
-        pytest.approx(budget.estimate_seconds("flow", 5, layers, outputs=outputs, full_matrix=True))
+        pytest.approx(budget.estimate_seconds("flow", dataclasses.replace(work, full_matrix=True)))
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", "1e-9")
-    with pytest.raises(BudgetError, match=rf"flow on 5 tokens through {layers} layers"):
+    with pytest.raises(BudgetError, match=rf"\(flow\) on 5 tokens through {layers} layers"):
         budget.check_request(handle, "the cat sat", "flow")
 
 
@@ -87,8 +103,9 @@ def test_an_image_request_is_counted_in_the_processed_image_s_patches(tiny_model
     handle = load_model(tiny_model_dir("dinov2"))
     image = next(iter(example_images().values()))
     n = len(explain_image(handle, image).tokens)
-    assert budget.check_request(handle, image, "flow") == \
-        pytest.approx(budget.estimate_seconds("flow", n, handle.num_layers, image=True, outputs=1))
+    work = budget.workload(handle, image, "flow")
+    assert (work.tokens, work.outputs, work.image) == (n, 1, True)
+    assert budget.check_request(handle, image, "flow") == pytest.approx(budget.estimate_seconds("flow", work))
 
 
 def test_the_estimate_is_near_the_measured_time_of_a_flow(tiny_model_dir: Callable[[str], Path]):
@@ -104,8 +121,9 @@ def test_the_estimate_is_near_the_measured_time_of_a_flow(tiny_model_dir: Callab
     middle = time.perf_counter()
     explain_text(handle, text, method="flow")
     measured = (time.perf_counter() - middle) - (middle - start)
-    estimate = budget.check_request(handle, text, "flow")
-    assert estimate == pytest.approx(budget.estimate_seconds("flow", 62, 12))
+    work = budget.workload(handle, text, "flow")
+    assert work.tokens == 62
+    estimate = budget.estimate_seconds("flow", work) - budget.estimate_seconds("rollout", work)
     assert estimate / 10 < max(measured, 1e-3) < estimate * 10, (estimate, measured)
 
 
@@ -201,15 +219,20 @@ def test_a_flow_stops_at_its_next_checkpoint_once_asked():
 
 def test_the_page_refuses_a_too_costly_flow_with_the_estimate(tiny_model_dir: Callable[[str], Path],
                                                               monkeypatch: pytest.MonkeyPatch):
+    """The limit between rollout's estimate and flow's on this input: flow is refused, rollout offered."""
     import streamlit as st
 
-    monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", "1e-6")
+    model, text = str(tiny_model_dir("bert-long")), "the cat sat on the mat " * 10
+    handle = load_model(model)
+    cheap, costly = (budget.estimate_seconds(m, budget.workload(handle, text, m)) for m in ("rollout", "flow"))
+    assert cheap < costly
+    monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", str((cheap + costly) / 2))
     st.cache_resource.clear()
     at = AppTest.from_file(APP, default_timeout=120)
-    at.query_params.update(model=str(tiny_model_dir("bert")), method="flow", text="the cat sat on the mat " * 10)
+    at.query_params.update(model=model, method="flow", text=text)
     at = at.switch_page("app_pages/text.py").run()
     assert not at.exception
-    assert len(at.error) == 1 and "would take" in at.error[0].value and "use rollout" in at.error[0].value
+    assert len(at.error) == 1 and "would take" in at.error[0].value and "use Attention rollout" in at.error[0].value
 
 
 @pytest.mark.parametrize("event, stops", [("nothing", False), ("stop", True), ("rerun", True),

@@ -158,6 +158,19 @@ def test_any_split_and_order_of_the_work_gives_the_same_figures_to_the_bit(runs,
         assert whole.summary == other.summary
 
 
+def test_the_partition_writes_one_file_per_group_not_per_group_and_bucket(runs, tmp_path, monkeypatch) -> None:
+    """Runs in different orders are split in groups of ITEM_ROWS rows into buckets: one file per group (a row group
+    per bucket), so the scratch files grow with the rows, not with their square (was one file per group and bucket:
+    1250 files at 100k rows)."""
+    monkeypatch.setattr(cr, "ITEM_ROWS", 9)
+    monkeypatch.setattr(cr.shutil, "rmtree", lambda *args, **kwargs: None)  # keep the scratch folder to count
+    cr.compare_runs(runs["attention"], runs["attention_reversed"], replicates=20, scratch=tmp_path)
+    groups = {side: len(cr._splits(cr.open_run(runs[name]), side, 7, tmp_path))
+              for side, name in (("a", "attention"), ("b", "attention_reversed"))}
+    files = {side: len(list(tmp_path.glob(f"*/{side}/*.parquet"))) for side in "ab"}
+    assert files == groups and sum(groups.values()) < 2 * 7 * 7 / 2, (files, groups)  # 7 buckets of 9 of 60 rows
+
+
 def test_a_run_stored_in_another_order_is_matched_by_id(runs) -> None:
     """B written in reverse order (other chunks, other batches): matched row by row through hash buckets."""
     result = cr.compare_runs(runs["attention"], runs["attention_reversed"])
@@ -332,6 +345,20 @@ def test_cli_summary_json_report_and_refusal(runs, tmp_path) -> None:
     assert_one_error_line(refused, "the runs cover different rows", "not in b")
     assert_one_error_line(bad, "run B", "no such result folder")
     assert_one_error_line(wrong, "invalid choice: 'colour'", "rollout corpus compare --help")
+
+
+def test_an_out_that_cannot_be_written_is_refused_before_comparing(runs, tmp_path, monkeypatch) -> None:
+    from rollout_core.corpus import compare_cli
+
+    def never(*args, **kwargs):
+        raise AssertionError("compared before the --out check")
+
+    monkeypatch.setattr(cr, "compare_runs", never)
+    argv = [str(runs["rollout"]), str(runs["attention"]), "--out"]
+    with pytest.raises(InputError, match="does not exist"):
+        compare_cli.main([*argv, str(tmp_path / "missing" / "report.html")])
+    with pytest.raises(InputError, match="is a folder"):
+        compare_cli.main([*argv, str(tmp_path)])
 
 
 def test_bad_arguments_are_input_errors(runs) -> None:

@@ -53,6 +53,17 @@ def _links(at: AppTest) -> list[str]:
     return [e.proto.url for e in at.get("link_button")]
 
 
+def _follow(query: dict[str, str]) -> AppTest:
+    """The Compare page opened from a link with `query`, in a fresh session."""
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    for key, value in query.items():
+        at.query_params[key] = value
+    at = at.switch_page("app_pages/compare.py").run()
+    assert not at.exception, [str(e.value) for e in at.exception]
+    return at
+
+
 def test_two_runs_compared_on_the_page(corpus_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     at = _compare_view(corpus_root, monkeypatch, "a-rollout", "b-attention")
     assert not at.exception, [str(e.value) for e in at.exception]
@@ -72,12 +83,7 @@ def test_two_runs_compared_on_the_page(corpus_root: Path, monkeypatch: pytest.Mo
 def test_the_link_opens_compare_with_both_sides_set(corpus_root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     link = _links(_compare_view(corpus_root, monkeypatch, "a-rollout", "b-attention"))[0]
     query = dict(parse_qsl(urlsplit(link).query))
-    st.cache_resource.clear()
-    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
-    for key, value in query.items():
-        at.query_params[key] = value
-    at = at.switch_page("app_pages/compare.py").run()
-    assert not at.exception, [str(e.value) for e in at.exception]
+    at = _follow(query)
     assert at.session_state["mode"] == "methods"
     assert at.session_state["method"] == "rollout" and at.session_state["b_method"] == "attention"
     assert at.session_state["model"] == query["model"] and at.session_state["text"] == query["text"]
@@ -98,6 +104,30 @@ def test_the_view_is_kept_in_the_link(corpus_root: Path, monkeypatch: pytest.Mon
     assert any("not one of the choices" in str(w.value) for w in fresh.warning)
     picks = {s.label: s.value for s in fresh.selectbox}
     assert picks["Run A"] == "a-rollout" and picks["Run B"] in ("a-rollout", "b-attention", "c-other-data")
+
+
+@pytest.mark.slow  # three runs and three page loads: ~6 s
+def test_runs_of_two_models_open_compare_on_both_models(tiny_handle, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two models: the link opens Compare's "two models" mode with both set; when the runs' methods differ too, the
+    page says that Compare runs A's method on both (it compares two models under one method)."""
+    root = tmp_path / "runs"
+    quiet = lambda done, total: None  # noqa: E731
+    run_corpus(tiny_handle("bert"), _corpus(12), root / "bert-rollout", progress=quiet)
+    run_corpus(tiny_handle("roberta"), _corpus(12), root / "roberta-rollout", progress=quiet)
+    run_corpus(tiny_handle("roberta"), _corpus(12), root / "roberta-attention", method="attention", progress=quiet)
+    at = _compare_view(root, monkeypatch, "bert-rollout", "roberta-rollout")
+    assert not at.exception and not at.error, [str(e.value) for e in [*at.exception, *at.error]]
+    query = dict(parse_qsl(urlsplit(_links(at)[0]).query))
+    assert query["mode"] == "models" and query["method"] == "rollout"
+    assert "tiny-bert" in query["model"] and "tiny-roberta" in query["model_b"]
+    assert not [c for c in at.caption if "A's method" in str(c.value)]
+    followed = _follow(query)
+    assert followed.session_state["mode"] == "models" and followed.session_state["model_b"] == query["model_b"]
+    st.cache_resource.clear()
+    mixed = _compare_view(root, monkeypatch, "bert-rollout", "roberta-attention")
+    shown = [str(c.value).replace("\\", "") for c in mixed.caption]  # as rendered: Markdown escapes dropped
+    assert [c for c in shown if "A's method (rollout)" in c and "B's run used attention" in c], shown
 
 
 def test_runs_over_different_data_are_refused_with_the_reason(corpus_root: Path,

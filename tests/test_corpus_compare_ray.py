@@ -1,5 +1,6 @@
-"""`corpus compare` on Ray gives the local figures to the bit (aligned slices and hash buckets), on a local Ray with
-2 CPUs started in the test (tests/conftest.py `local_ray`)."""
+"""`corpus compare` on Ray gives the local figures to the bit (aligned slices and hash buckets), over a run made
+locally and one made on Ray (the corpus command's `--engine ray`), on a local Ray with 2 CPUs started in the test
+(tests/conftest.py `local_ray`)."""
 from __future__ import annotations
 
 import pandas as pd
@@ -15,14 +16,14 @@ pytest.importorskip("ray")
 
 
 @pytest.mark.slow
-def test_ray_gives_the_local_figures(local_ray: None, tiny_handle, tmp_path, monkeypatch) -> None:
+def test_ray_gives_the_local_figures(local_ray: None, tiny_handle, tiny_model_dir, tmp_path, monkeypatch) -> None:
     rows = generate(80, seed=6)
     corpus = pd.DataFrame({"id": [f"r{i}" for i in range(80)], "text": [r.text for r in rows],
                            "label": [r.label for r in rows]})
     quiet = lambda done, total: None  # noqa: E731
     a = run_corpus(tiny_handle("bert"), corpus, tmp_path / "a", progress=quiet).out
-    b = run_corpus(tiny_handle("roberta"), corpus.iloc[::-1], tmp_path / "b", chunk_rows=13,
-                   progress=quiet).out
+    b = run_corpus(str(tiny_model_dir("roberta")), corpus.iloc[::-1], tmp_path / "b", chunk_rows=13, workers=2,
+                   engine="ray", progress=quiet).out  # made on Ray, stored in another order
     monkeypatch.setattr(cr, "ITEM_ROWS", 16)  # several items, so the Ray work really is split
     for other in (a, b):  # a with itself: aligned slices; b stored in another order: hash buckets
         local = cr.compare_runs(a, other, replicates=100)

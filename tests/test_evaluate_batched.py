@@ -4,13 +4,14 @@ perturbed input at a time on the model as loaded, written here from the protocol
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_text
 from rollout_core.faithfulness.evaluate import evaluate_input
-from rollout_core.faithfulness.scoring import scoring_model
+from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2
@@ -81,12 +82,46 @@ def _text_case(handle, text: str, batch_size: int) -> None:
     expected = _naive(probs_of, n, list(range(1, n - 1)), _vectors(explanations, n))
     _compare(result, expected)
     assert result.probability == pytest.approx(probs_of(set())[target], abs=1e-6)
+    assert result.baseline.name == "mask" and result.baseline.passed  # the loop's removal: [MASK]
     return expected
 
 
-def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle):
-    # batch 5: several batches per curve set
-    _text_case(tiny_handle("bert"), "the film was great but the ending was bad and slow", 5)
+@pytest.mark.parametrize("batch_size", [5, None])
+def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, batch_size):
+    # batch 5: several batches per curve set; None (the default): every perturbation in one pass
+    _text_case(tiny_handle("bert"), "the film was great but the ending was bad and slow", batch_size)
+
+
+def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_handle, monkeypatch):
+    from rollout_core.inputs import continuous as scoring
+
+    handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
+    passes: list[int] = []
+    real = scoring.PreparedInput.probabilities
+    monkeypatch.setattr(scoring.PreparedInput, "probabilities",
+                        lambda self, keep: passes.append(len(keep)) or real(self, keep))
+    result = evaluate_input(handle, text, METHODS, seeds=SEEDS)
+    # per ordering at most 9 inner deletion, insertion and negative-perturbation masks (positive perturbation is
+    # deletion), plus all kept and all removed, shared by every ordering
+    orderings = len(METHODS) + SEEDS
+    # the unperturbed and all-removed inputs first (the baseline's check, the curves' end points), then the rest
+    assert passes == [2, result.scored - 2] and result.passes == 2 and result.scored <= orderings * 27 + 2
+    assert result.scored > 27 + 2  # the orderings differ: many distinct rows, still one pass
+
+
+def test_an_explanation_given_is_used_and_gives_the_same_figures(tiny_handle, monkeypatch):
+    import rollout_core.explain as explain_module
+
+    handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
+    plain = evaluate_input(handle, text, METHODS)
+    page = explain_text(handle, text, method="rollout")
+    made: list[str] = []
+    real = explain_module.explain_text
+    monkeypatch.setattr(explain_module, "explain_text", lambda *a, **k: made.append(k["method"]) or real(*a, **k))
+    reused = evaluate_input(handle, text, METHODS, explanations={"rollout": page})
+    assert made == ["attention", "gradient"] and reused.explanations["rollout"] is page
+    pd.testing.assert_frame_equal(reused.table, plain.table, rtol=0, atol=1e-12)
+    assert reused.probability == pytest.approx(plain.probability, abs=1e-7)
 
 
 @pytest.mark.slow
@@ -124,6 +159,7 @@ def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle)
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
     n = 1 + cols * cols
     expected = _naive(probs_of, n, list(range(1, n)), _vectors(explanations, n))
+    assert result.baseline.name == "mean"  # the loop's removal: the mean colour
     _compare(result, expected)
 
 

@@ -1,6 +1,7 @@
-"""Issue 17's protocol: integrated gradients are an image's agreement reference only when asked, one random ordering
-per input by default, and asking for the old protocol (both references, 3 seeds) gives its numbers, rebuilt here
-from the building blocks (explanations, references, curves, measures) as the protocol defines them."""
+"""Issues 17 and 29's protocol: on one input the agreement references run only when asked, on a data set integrated
+gradients are an image's reference only when asked, one random ordering per input by default, and asking for the
+old protocol (both references, 3 seeds) gives its numbers, rebuilt here from the building blocks (explanations,
+references, curves, measures) as the protocol defines them."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +11,12 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image
-from rollout_core.faithfulness import attribution
+from rollout_core.maths import attribution as maths
+from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.evaluate import MEASURES, NOT_COMPUTED, RANDOM_SEEDS, evaluate_dataset, evaluate_input
 from rollout_core.faithfulness.measures import Item, measures, region
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
-from rollout_core.faithfulness.scoring import prepare_image
+from rollout_core.inputs.continuous import prepare_image
 from rollout_core.faithfulness.views import readable_table
 
 METHODS = ["rollout", "attention", "gradient"]
@@ -26,37 +28,39 @@ def _image() -> np.ndarray:
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = attribution.integrated_gradients
+    real = maths.integrated_gradients
 
     def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - passes through
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(attribution, "integrated_gradients", counted)
+    monkeypatch.setattr(maths, "integrated_gradients", counted)
     return calls
 
 
-def test_images_skip_the_integrated_gradient_reference_unless_asked(tiny_handle, monkeypatch) -> None:  # noqa: ANN001
+def test_one_input_runs_the_references_only_when_asked(tiny_handle, monkeypatch) -> None:  # noqa: ANN001
     calls = _counting(monkeypatch)
     plain = evaluate_input(tiny_handle("vit"), _image(), METHODS)
-    assert not calls and plain.not_computed == ("spearman_ig",)
-    assert plain.table["spearman_ig"].isna().all() and plain.table["spearman_gxi"].notna().all()
+    assert not calls and plain.not_computed == ("spearman_gxi", "spearman_ig")
+    assert plain.table[["spearman_gxi", "spearman_ig"]].isna().all().all()
     asked = evaluate_input(tiny_handle("vit"), _image(), METHODS, references=("gxi", "ig"))
     assert len(calls) == 1 and asked.not_computed == ()
-    assert asked.table["spearman_ig"].notna().all()
-    # the reference adds its column and changes nothing else
-    others = [m for m in MEASURES if m != "spearman_ig"]
+    assert asked.table[["spearman_gxi", "spearman_ig"]].notna().all().all()
+    # the references add their columns and change nothing else
+    others = [m for m in MEASURES if not m.startswith("spearman")]
     pd.testing.assert_frame_equal(plain.table[others], asked.table[others])
     # evaluated as a method, integrated gradients are computed anyway and fill the column
     as_method = evaluate_input(tiny_handle("vit"), _image(), ["rollout", "integrated_gradients"])
-    assert as_method.not_computed == () and as_method.table["spearman_ig"].notna().all()
+    assert as_method.not_computed == ("spearman_gxi",) and as_method.table["spearman_ig"].notna().all()
 
 
-def test_text_keeps_both_references_by_default(tiny_handle) -> None:  # noqa: ANN001
-    result = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"])
-    assert result.not_computed == () and result.table[["spearman_gxi", "spearman_ig"]].notna().all().all()
-    none = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"], references=())
-    assert none.not_computed == ("spearman_gxi", "spearman_ig")
+def test_a_text_data_set_keeps_both_references_by_default(tiny_handle, tmp_path) -> None:  # noqa: ANN001
+    csv = tmp_path / "one.csv"
+    pd.DataFrame({"text": ["the movie was not good"], "label": ["0"]}).to_csv(csv, index=False)
+    result = evaluate_dataset(tiny_handle("bert"), csv, ["rollout"])
+    assert result.not_computed == () and result.per_example[["spearman_gxi", "spearman_ig"]].notna().all().all()
+    one = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"])
+    assert one.not_computed == ("spearman_gxi", "spearman_ig")
     with pytest.raises(InputError, match="reference"):
         evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"], references=("shap",))
 
@@ -75,8 +79,8 @@ def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle) -> None:  # 
     prepared = prepare_image(handle, image)
     target = int(prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0].argmax())
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
-    references = {"grad_x_input": attribution.input_x_gradient(prepared, target),
-                  "integrated_gradients": attribution.integrated_gradients(prepared, target)}
+    references = {"grad_x_input": grad_x_input.attribute(prepared, target),
+                  "integrated_gradients": integrated_gradients.attribute(prepared, target)}
     vectors = {m: [torch.as_tensor(e.scores)] for m, e in explanations.items()}
     vectors["random"] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
                          for s in range(seeds)]
@@ -92,7 +96,7 @@ def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle) -> None:  # 
 def test_tables_say_not_computed_never_a_number(tiny_handle, tiny_model_dir, tmp_path, capsys) -> None:  # noqa: ANN001
     from rollout_core.faithfulness.cli_evaluate import main
 
-    result = evaluate_input(tiny_handle("vit"), _image(), ["rollout"])
+    result = evaluate_input(tiny_handle("vit"), _image(), ["rollout"], references=("gxi",))
     frame, notes = readable_table(result.table, result.not_computed)
     row = frame.loc["Rank agreement with integrated gradients"]
     assert (row[["rollout", "random"]] == NOT_COMPUTED).all() and any(NOT_COMPUTED in n for n in notes)

@@ -71,6 +71,9 @@ def test_progress_text_counts_and_estimates_time_left() -> None:
     assert progress_text(0, 50, 0.0, "explaining with rollout") == "explaining with rollout · 0/50 model passes"
     assert progress_text(10, 50, 5.0) == "10/50 model passes · about 20 s left"  # 5 s per 10 -> 40 left: 20 s
     assert progress_text(1, 101, 2.0, unit="examples") == "1/101 examples · about 3.3 min left"
+    # one input: milliseconds of work, no count; no estimate while the total is not known
+    assert progress_text(400, 1000, 0.4, "scoring", unit=None) == "scoring · about 1 s left"
+    assert progress_text(400, 0, 0.4, "checking the deletion baseline", unit=None) == "checking the deletion baseline"
 
 
 def test_perturbation_progress_reports_every_chunk_and_scores_the_same() -> None:
@@ -101,8 +104,9 @@ def test_evaluate_input_progress_ends_at_its_total(tiny_handle) -> None:  # noqa
                    progress=lambda d, t, w: seen.append((d, t, w)))
     done = [d for d, _, _ in seen]
     assert done == sorted(done) and seen[-1][0] == seen[-1][1]
-    assert [w for _, _, w in seen[:2]] == ["explaining with rollout", "explaining with attention"]
-    assert all(d / t <= 1 for d, t, _ in seen)
+    assert [w for _, _, w in seen[:3]] == ["explaining with rollout", "checking the deletion baseline",
+                                          "explaining with attention"]
+    assert all(t == 0 or d <= t for d, t, _ in seen) and all(t > 0 for _, t, _ in seen[2:])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -137,22 +141,29 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     assert_clean(at)
     assert not at.error, texts(at.error)
     assert at.get("metric") and len(at.get("plotly_chart")) == 4
-    # issue 17: an image's integrated-gradient reference is computed only when the box is ticked
+    # issue 29: one input's references are computed only when their boxes are ticked, and the page says what ran
     assert "not computed" in _frame_cells(at) and any("not asked for" in c for c in texts(at.caption))
-    at.checkbox(key="ig_reference_image").check().run()
+    assert any(c.startswith("Ran: ") and "no attention-free reference" in c and "1 random ordering" in c
+               for c in texts(at.caption))
+    at.checkbox(key="one_gxi_image").check()
+    at.checkbox(key="one_ig_image").check()
+    at.number_input(key="seeds").set_value(3).run()
+    at.button[0].click().run()
     assert_clean(at)
     assert "not computed" not in _frame_cells(at)
+    assert any("agreement with gradient × input and integrated gradients" in c and "3 random orderings" in c
+               for c in texts(at.caption))
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001
-    from rollout_core.faithfulness import attribution
-    from rollout_core.faithfulness.scoring import prepare_text
+    from rollout_core.inputs.continuous import prepare_text
+    from rollout_core.methods import integrated_gradients
 
     prepared = prepare_text(tiny_handle("bert"), "the movie was not good")
     seen: list[int] = []
-    with_progress = attribution.integrated_gradients(prepared, 1, steps=20, progress=seen.append)
-    plain = attribution.integrated_gradients(prepared, 1, steps=20)
-    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in IG_CHUNKS = 4 passes of 5
+    with_progress = integrated_gradients.attribute(prepared, 1, seen.append, steps=20)
+    plain = integrated_gradients.attribute(prepared, 1, steps=20)
+    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in CHUNKS = 4 passes of 5
     assert torch.allclose(with_progress, plain, atol=1e-6)
 
 

@@ -62,18 +62,20 @@ def default(name: str) -> str:
 
 @pytest.fixture
 def count_calls(monkeypatch: pytest.MonkeyPatch) -> Callable[[str], list[int]]:
-    """Wrap a core function of rollout_core.explain so the test sees how often the pages call it."""
+    """Count how often the pages run the model on inputs of one modality (`Prepared.run`, the step after the input
+    is encoded and the cost checked)."""
     from rollout_core import explain
 
-    def wrap(name: str) -> list[int]:
+    def wrap(modality: str) -> list[int]:
         calls: list[int] = []
-        original = getattr(explain, name)
+        original = explain.Prepared.run
 
-        def counted(*args: Any, **kwargs: Any) -> Any:
-            calls.append(1)
-            return original(*args, **kwargs)
+        def counted(self: Any) -> Any:
+            if self.handle.modality == modality:
+                calls.append(1)
+            return original(self)
 
-        monkeypatch.setattr(explain, name, counted)
+        monkeypatch.setattr(explain.Prepared, "run", counted)
         return calls
 
     return wrap
@@ -148,7 +150,7 @@ def test_unexpected_exception_is_a_short_box_with_details(monkeypatch: pytest.Mo
     def broken(*args: Any, **kwargs: Any) -> Any:
         raise ValueError("internal detail")
 
-    monkeypatch.setattr(explain, "explain_text", broken)
+    monkeypatch.setattr(explain.Prepared, "run", broken)
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")))
     assert_clean(at)
     assert "Unexpected error" in at.error[0].value and "internal detail" not in at.error[0].value
@@ -167,9 +169,53 @@ def test_raw_attention_method_is_titled_per_layer_not_cumulative(tiny_model_dir:
     assert "cumulative" in explorers(rollout)[0]["label"]
 
 
+@pytest.mark.parametrize("method", ["flow", "rollout"])
+def test_the_text_is_encoded_once_for_the_cost_check_and_the_explanation(
+        method: str, monkeypatch: pytest.MonkeyPatch, tiny_model_dir: Callable[[str], Path]) -> None:
+    from rollout_core import explain
+    from rollout_core.inputs import text as text_inputs
+    from rollout_core.serving import budget
+
+    encoded: list[int] = []
+    original = text_inputs.encode_texts
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        encoded.append(len(args[1]))
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(text_inputs, "encode_texts", counted)  # what every other tokenising path calls
+    monkeypatch.setattr(explain, "encode_texts", counted)
+    checked: list[int] = []
+    check = budget.check_prepared
+    monkeypatch.setattr(budget, "check_prepared", lambda prepared: checked.append(prepared.tokens) or check(prepared))
+    at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method=method)
+    assert_clean(at)
+    assert encoded == [1] and checked == [5]  # [CLS] a good film [SEP]: counted by the check, then explained
+    at.checkbox(key="hide_special").set_value(False).run()
+    assert encoded == [1] and checked == [5]  # a display change: from the cache, nothing encoded again
+
+
+def test_an_evaluation_counts_its_input_once_for_all_its_methods(monkeypatch: pytest.MonkeyPatch,
+                                                                  tiny_model_dir: Callable[[str], Path]) -> None:
+    from app_pages._lib import core
+    from rollout_core.options import Options
+    from rollout_core.serving import budget
+
+    handle = core.load(str(tiny_model_dir("bert")))
+    chosen = ("rollout", "flow", "gradient")
+    counted: list[int] = []
+    original = budget.positions
+    monkeypatch.setattr(budget, "positions", lambda *args: counted.append(1) or original(*args))
+    seconds = core._evaluation_seconds(handle, "a good film", chosen, Options())
+    assert counted == [1]  # was once per method
+    monkeypatch.setattr(budget, "positions", original)
+    each = sum(budget.check_request(handle, "a good film", m) for m in chosen)
+    assert seconds == pytest.approx(max(each, budget.HEAVY_SECONDS))
+
+
 def test_every_slider_position_is_sent_and_display_options_never_rerun_the_model(
         count_calls: Callable[[str], list[int]], tiny_model_dir: Callable[[str], Path]) -> None:
-    calls = count_calls("explain_text")
+    calls = count_calls("text")
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film")
     assert_clean(at)
     assert len(calls) == 1
@@ -338,7 +384,7 @@ def test_upload_says_it_was_resized_to_the_models_input_size(tiny_model_dir: Cal
 
 def test_image_display_options_never_rerun_the_model(count_calls: Callable[[str], list[int]],
                                                      tiny_model_dir: Callable[[str], Path]) -> None:
-    calls = count_calls("explain_image")
+    calls = count_calls("image")
     at = page("app_pages/image.py", model=str(tiny_model_dir("vit")), opacity="0.3")
     (first,) = explorers(at)
     (opacity,) = first["controls"]  # the overlay opacity is set in the browser, on the overlay's map trace

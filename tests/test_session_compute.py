@@ -20,6 +20,7 @@ import streamlit as st
 
 from rollout_core import cancel
 from rollout_core.maths import flow
+from rollout_core.methods._spec import Workload
 from rollout_core.serving import budget
 from streamlit_runtime import RUN_SECONDS, open_tab, runtime, wait_for
 
@@ -66,7 +67,8 @@ def watched_flow(monkeypatch: pytest.MonkeyPatch) -> Iterator[FlowWatch]:
 def test_closing_the_tab_stops_its_flow_within_seconds(tiny_model_dir: Callable[[str], Path],
                                                        watched_flow: FlowWatch) -> None:
     model = str(tiny_model_dir("bert-long"))
-    assert budget.estimate_seconds("flow", 254, 12) > 5, "the flow must still be solving when the tab is closed"
+    long_flow = Workload(tokens=254, layers=12, model_layers=12, heads=2, hidden=32)
+    assert budget.estimate_seconds("flow", long_flow) > 5, "the flow must still be solving when the tab is closed"
     slots = budget._queue()
     jobs, runs = slots.running, _script_threads()  # before: nothing of this test's
 

@@ -89,8 +89,23 @@ def show() -> None:
         _draw(*compared)
 
 
+def _method_note(result: CorpusComparison) -> str | None:
+    """What "Open in Compare" cannot set: B's method, when the runs differ in both model and method."""
+    if not (result.manifest_a and result.manifest_b):
+        return None
+    (model_a, method_a), (model_b, method_b) = ((m.get("model"), m.get("method"))
+                                                for m in (result.manifest_a, result.manifest_b))
+    if model_a == model_b or method_a == method_b:
+        return None
+    return (f"The runs differ in model and method: \"Open in Compare\" shows both models with A's method "
+            f"({method_a}), as the Compare page compares two models under one method; B's run used {method_b}.")
+
+
 def _draw(key: tuple, result: CorpusComparison) -> None:
     st.markdown(f"**A**: {safe_text(result.describe_a)} · **B**: {safe_text(result.describe_b)}")
+    note = _method_note(result)
+    if note is not None:
+        st.caption(safe_text(note))
     st.markdown(f"**{safe_text(result.summary_line())}**")
     html = core.cached((*key, "report"), lambda: report_html(result))
     st.download_button("Download the report (HTML, works offline)", html, "corpus_compare.html", "text/html",

@@ -10,10 +10,9 @@ from app_pages._lib.state import param
 from rollout_core import methods
 from rollout_core.errors import RolloutError
 from rollout_core.models import measured, registry
-from rollout_core.options import HEAD_FUSIONS, Options
+from rollout_core.options import OPTIONS, SPECS, Options, OptionSpec
 
 OTHER = "other"
-FUSIONS = HEAD_FUSIONS
 
 
 def model_picker(modality: str, key: str = "model", label: str = "Model") -> tuple[str, bool]:
@@ -68,8 +67,8 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
     default = measured.default_method(model, methods.names())
     default = default if default in offered else offered[0]
-    for name, first, choices in (("method", default, offered), ("fusion", "mean", FUSIONS)):
-        param(k(name), first, choices)
+    method_option = SPECS["method"]
+    param(k(method_option.url), default, offered)
     chosen_for, model_key = st.session_state.get(f"_{k('method')}_model"), f"_{k('method')}_model"
     if chosen_for is not None and chosen_for != model:  # another model or modality: its own measured default
         st.session_state[k("method")] = default
@@ -79,29 +78,47 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         why = methods.get(stale).refusal(handle, zero_shot=zero_shot) if handle is not None else None
         st.caption(safe_text(f"{methods.display_name(stale)} cannot run here" + (f": {why}." if why else ".")))
         st.session_state[k("method")] = default
-    method = st.selectbox("Method", offered, key=k("method"),
+    method = st.selectbox(method_option.label, offered, key=k("method"),
                           format_func=lambda m: method_label(m, record))
     _figures_caption(record, model, handle)
     spec = methods.get(method)
-    fusion = st.selectbox("Head fusion", FUSIONS, key=k("fusion"), disabled=not spec.uses_head_fusion,
-                          help="How the heads of a layer are combined (gradient rollout weights heads itself).")
-    param(k("residual"), 1.0, low=0.0, high=3.0)
-    residual = st.slider("Residual weight", 0.0, 3.0, step=0.1, key=k("residual"), disabled=not spec.uses_residual,
-                         help="Ã = rownorm(A + w·I); w = 1 is the paper's 0.5·A + 0.5·I, w = 0 raw products.")
-    param(k("discard"), 0.0, low=0.0, high=0.95)
-    discard = st.slider("Discard ratio", 0.0, 0.95, step=0.05, key=k("discard"),
-                        help="Zero this fraction of the lowest fused attention before the residual (vit-explain).")
-    param(k("start"), 0, low=0, high=100)
-    start = st.number_input("Start layer", min_value=0, max_value=100, step=1, key=k("start"),
-                            help="Roll out from this layer (0 = the first).")
+    values = {o.name: option_widget(o, k(o.url), spec, None if handle is None else handle.num_layers,
+                                    target_help) for o in SIDEBAR_OPTIONS}
     if spec.first_layer is not None:
         st.caption(f"{spec.title} starts at the model's first fine-tuned layer: a lower start layer is raised to it.")
-    param(k("target"), "")
-    target = st.text_input("Target", key=k("target"),
-                           help=target_help or "Class to explain (gradient rollout; a label or its index), or the "
-                           "position whose next-token prediction is explained (language models). Empty = predicted.")
-    return Options(method=method, head_fusion=fusion, residual_weight=float(residual), discard_ratio=float(discard),
-                   start_layer=int(start)), _target(target)
+    target = values.pop("target")
+    return Options(method=method, **values), _target(target)
+
+
+SIDEBAR_OPTIONS = tuple(o for o in OPTIONS if o.url is not None and o.kind != "method")
+"""The options the sidebar draws a widget for, from the options table (the method picker is drawn above them)."""
+UNLOADED_LAYERS = 101
+"""The layer range offered while the model is not loaded (nothing is explained then)."""
+
+
+def option_widget(option: OptionSpec, key: str, spec: Any, layers: int | None, target_help: str | None = None) -> Any:
+    """The sidebar widget of one option of `options.OPTIONS`, its range the table's (layers: the model's
+    `layers`), kept in the URL under `key`; disabled when the method `spec` does not read it. Returns its value."""
+    help_text = option.full_help()[0].upper() + option.full_help()[1:] + "."
+    disabled = option.uses is not None and not getattr(spec, option.uses)
+    if option.kind == "choice":
+        param(key, option.default, option.choices)
+        return st.selectbox(option.label, option.choices, key=key, disabled=disabled, help=help_text)
+    if option.kind == "number":
+        param(key, option.default, low=option.low, high=option.high)
+        return float(st.slider(option.label, option.low, option.high, step=option.step, key=key, disabled=disabled,
+                               help=help_text))
+    if option.kind == "layer":
+        low, high = option.layer_bounds(UNLOADED_LAYERS if layers is None else layers)
+        param(key, option.default, low=low, high=high)
+        if not low <= st.session_state[key] <= high:  # chosen for a model with more layers
+            st.caption(f"{option.label} {st.session_state[key]} is beyond this model's {layers} layers; "
+                       f"{high} is used.")
+            st.session_state[key] = min(max(st.session_state[key], low), high)
+        return int(st.number_input(option.label, min_value=low, max_value=high, step=1, key=key, disabled=disabled,
+                                   help=help_text))
+    param(key, "")
+    return st.text_input(option.label, key=key, help=target_help or help_text)
 
 
 def model_and_method(modality: str, method_header: str = "Method", zero_shot: bool = False,

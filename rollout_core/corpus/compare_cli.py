@@ -49,12 +49,23 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _check_out(out: str) -> None:
+    """Refuse an --out that cannot be written before the comparison runs (it takes seconds per 10k rows)."""
+    path = Path(out)
+    if path.is_dir():
+        raise InputError(f"--out {out} is a folder: name the report file, e.g. {path / 'report.html'}")
+    if not path.parent.is_dir():
+        raise InputError(f"cannot write the report to {out}: the folder {path.parent} does not exist")
+
+
 def main(argv: Sequence[str]) -> int:
     """Run the comparison; errors surface as rollout_core.errors (the main CLI prints them as one line)."""
     try:
         args = parser().parse_args(list(argv))
     except SystemExit:  # --help, printed
         return 0
+    if args.out:
+        _check_out(args.out)
     from tqdm import tqdm
 
     from rollout_core.corpus.compare_report import comparison_json, report_html

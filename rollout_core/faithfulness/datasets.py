@@ -9,7 +9,7 @@ import pandas as pd
 
 from rollout_core.errors import InputError
 from rollout_core.faithfulness.measures import AGREEMENT, DEFAULT_REFERENCES, METHODS, REFERENCES, Item
-from rollout_core.faithfulness.scoring import require_classifier
+from rollout_core.inputs.continuous import require_classifier
 from rollout_core.models.handle import ModelHandle
 
 GENERATED_SIZE = 100
@@ -66,11 +66,12 @@ def check_methods(methods: Sequence[str] | None, modality: str, handle: ModelHan
     return list(dict.fromkeys(methods))
 
 
-def check_references(references: Sequence[str] | None, modality: str) -> tuple[str, ...]:
+def check_references(references: Sequence[str] | None, modality: str,
+                     default: tuple[str, ...] | None = None) -> tuple[str, ...]:
     """The asked agreement references ("gxi", "ig"; one may be given as a string), known and without repeats;
-    None: the modality's default (`DEFAULT_REFERENCES`)."""
+    None: `default`, or without one the modality's data-set default (`DEFAULT_REFERENCES`)."""
     if references is None:
-        return DEFAULT_REFERENCES[modality]
+        return DEFAULT_REFERENCES[modality] if default is None else default
     if isinstance(references, str):
         references = [references]
     unknown = [r for r in references if r not in AGREEMENT]

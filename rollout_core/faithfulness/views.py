@@ -39,8 +39,9 @@ MEASURE_LABELS = {
 GROUND_TRUTH = ("pointing_game", "mass_share", "iou")
 NO_REGION = ("Pointing game, relevance mass and IoU need a known deciding region (the generated data sets have "
              "one), so they are left out for this input.")
-NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not asked for. Integrated gradients cost "
-             "about 40 explanations of an image, so on images they are computed only when asked.")
+NOT_ASKED = (f"“{NOT_COMPUTED}”: the reference of that agreement row was not asked for. On one input the "
+             "references run only when ticked (they cost about as much as the rest of a sentence's evaluation); "
+             "over a data set gradient × input always runs, integrated gradients on text or when ticked.")
 SCALE_NOTE = ("Each row has its own scale (column “scale”): deletion/insertion areas are probabilities (0–1), "
               "the Chefer AUCs are accuracy × 100 as in the paper, agreement is a rank correlation (−1–1). "
               f"“{RANDOM}” is chance: one random ordering per input (over a data set, the mean of the examples' "
@@ -104,12 +105,34 @@ def readable_summary(summary: pd.DataFrame, not_computed: Sequence[str] = ()) ->
     return _rows(methods, cells, measures), _notes(measures, not_computed)
 
 
-def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str = "model passes") -> str:
+REFERENCE_WORDS = {"gxi": "gradient × input", "ig": "integrated gradients"}
+
+
+def what_ran(evaluation: InputEvaluation) -> str:
+    """What one input's evaluation ran, in words: methods, random orderings, references (or that none were asked
+    for), and the perturbed inputs scored in how many forward passes."""
+    from rollout_core.methods import display_name
+
+    names = [display_name(str(m)) for m in evaluation.table.index if m != RANDOM]
+    orderings = f"{evaluation.seeds} random ordering{'s' if evaluation.seeds != 1 else ''}"
+    asked = [REFERENCE_WORDS[r] for r in evaluation.references]
+    references = (f"agreement with {' and '.join(asked)}" if asked
+                  else "no attention-free reference (tick one above to add its agreement row)")
+    passes = f"{evaluation.passes} forward pass{'es' if evaluation.passes != 1 else ''}"
+    removal = "" if evaluation.baseline is None else (
+        f" Removed positions became {evaluation.baseline.words(evaluation.predicted)}.")
+    return (f"Ran: {', '.join(names)}; {orderings} (the chance row); {references}. "
+            f"{evaluation.scored} perturbed inputs, shared between methods, scored in {passes}.{removal}")
+
+
+def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str | None = "model passes") -> str:
     """A progress line with the count and the time left at the pace so far, e.g.
-    "explaining with flow · 12/57 model passes · about 8 s left" (no estimate before the first pass)."""
+    "explaining with flow · 12/57 model passes · about 8 s left" (no estimate before the first pass). `unit` None:
+    done and total are milliseconds of work (one input's `StepProgress`), so no count is shown."""
     head = f"{what} · " if what else ""
+    count = "" if unit is None else f"{max(done, 0)}/{max(total, 0)} {unit}"
     if done <= 0 or total <= 0:
-        return f"{head}{max(done, 0)}/{max(total, 0)} {unit}"
+        return f"{head}{count}".rstrip(" ·") or "starting"
     left = elapsed * (total - done) / done
     eta = f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.1f} min left"
-    return f"{head}{done}/{total} {unit} · {eta}"
+    return f"{head}{count + ' · ' if count else ''}{eta}"

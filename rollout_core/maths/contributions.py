@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import torch
 
+from rollout_core.cancel import checkpoint
 from rollout_core.models.layer_access import LayerAccess, Recorded
 
 ALTI_CHUNK = 32  # output rows per block of ALTI distances: (B, n, 32, d) floats at a time
@@ -99,24 +100,30 @@ def _alti_layer(acc: LayerAccess, x: torch.Tensor, attn_in: torch.Tensor, probs:
     y = d.scale * torch.einsum("bhij,bhjd->bid", a, d.heads) + d.own + d.bias  # (B, n, d)
     batch, heads, n, dim = d.heads.shape
     by_input = d.heads.permute(0, 2, 1, 3).reshape(batch * n, heads, dim)  # (B n, H, d)
-    out = torch.empty(batch, n, n, dtype=y.dtype, device=y.device)
+    # c_ij = ||y_i||_1 - ||y_i - T_i(x_j)||_1 is a small difference of two large sums: taken in float64 (in float32
+    # it moved default-image's per-layer maps by 5.5e-5 against a float64 run of the model)
+    wide = torch.promote_types(y.dtype, torch.float64)
+    y_wide = y.to(wide)
+    out = torch.empty(batch, n, n, dtype=wide, device=y.device)
     for start in range(0, n, ALTI_CHUNK):
         rows = torch.arange(start, min(start + ALTI_CHUNK, n), device=y.device)
         mix = a[:, :, rows].permute(0, 3, 2, 1).reshape(batch * n, len(rows), heads)  # (B n, c, H)
         t = torch.bmm(mix, by_input).view(batch, n, len(rows), dim)  # t[b, j, i] = T_i(x_j) without residual
         t.mul_(d.scale[:, None, rows])
         own = t[:, rows, torch.arange(len(rows))] + d.own[:, rows]  # T_i(x_i), residual included (B, c, d)
-        far = torch.sub(y[:, None, rows], t, out=t).abs_().sum(-1).transpose(1, 2)  # (B, c, n)
-        far[:, torch.arange(len(rows)), rows] = (y[:, rows] - own).abs().sum(-1)
-        out[:, rows] = y[:, rows].abs().sum(-1, keepdim=True) - far
+        t = t.to(wide)
+        far = torch.sub(y_wide[:, None, rows], t, out=t).abs_().sum(-1).transpose(1, 2)  # (B, c, n)
+        far[:, torch.arange(len(rows)), rows] = (y_wide[:, rows] - own.to(wide)).abs().sum(-1)
+        out[:, rows] = y_wide[:, rows].abs().sum(-1, keepdim=True) - far
     return out.clamp_min(0) * pairs
 
 
 def alti_contributions(recorded: Recorded, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
-    """ALTI per layer: (L, B, n, n), rows summing to 1 over real tokens, padding rows and columns exactly 0.
-    The block output y includes the bias terms, as mt-upc/transformer-contributions' `resultant` does."""
+    """ALTI per layer: (L, B, n, n) in float64, rows summing to 1 over real tokens, padding rows and columns exactly
+    0. The block output y includes the bias terms, as mt-upc/transformer-contributions' `resultant` does."""
     out = []
     for acc, x, a_in, probs in zip(recorded.layers, recorded.residual, recorded.attn_input, recorded.probs):
+        checkpoint()  # a stopped page session stops between layers (rollout_core.cancel)
         with torch.no_grad():
             c = _alti_layer(acc, x, a_in, probs, _pairs(attention_mask, x.shape[0], x.shape[1], x.device))
         out.append(c / c.sum(dim=-1, keepdim=True).clamp(min=torch.finfo(c.dtype).tiny))

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.flow import ProgressCallback, flow_rows, row_graph
+from rollout_core.maths.flow import ProgressCallback, attention_flow, flow_rows, row_graph
 from rollout_core.maths.rollout import Attentions
 
 # Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 2
@@ -135,3 +135,13 @@ def bounded_attention_flow(
                               attention_mask=attention_mask, start_layer=start_layer, end_layer=end_layer,
                               progress=progress)
     return FlowResult(values, bound)
+
+
+def warm_up() -> None:
+    """Solve a tiny exact and a tiny bounded flow, so numba's kernels (maths.maxflow) are loaded in this process, or
+    compiled into its on-disk cache when absent: the first flow a user asks for then costs what later ones do (a
+    fresh process's first flow paid 1-3 s for loading them, 15 s when they were not cached)."""
+    generator = torch.Generator().manual_seed(0)
+    attentions = torch.rand(2, 1, 1, 4, 4, generator=generator).softmax(-1)
+    attention_flow(attentions, output_tokens=[0])
+    bounded_attention_flow(attentions, output_tokens=[0])

@@ -8,9 +8,15 @@ from rollout_core.options import HEAD_FUSIONS  # defined there, torch-free, so t
 
 
 def fuse_heads(attention: torch.Tensor, how: str = "mean") -> torch.Tensor:
-    """(..., H, n, n) -> (..., n, n): mean (the rollout paper), max or min over the head axis."""
+    """(..., H, n, n) -> (..., n, n): mean (the rollout paper), max or min over the head axis. One head is
+    returned as it is (a view: every fusion of one head is that head), so fusing already fused attention
+    (capture.fused_heads) costs nothing; callers must not write into the result."""
     if attention.dim() < 3:
         raise InputError(f"attention must be (..., heads, n, n), got shape {tuple(attention.shape)}")
+    if how in HEAD_FUSIONS and attention.shape[-3] == 1:
+        return attention.squeeze(-3)
+    if how == "mean" and attention.dtype in (torch.float32, torch.float64):
+        return attention.sum(dim=-3).div_(attention.shape[-3])  # torch's mean in these dtypes, but faster
     if how == "mean":
         return attention.mean(dim=-3)
     if how == "max":

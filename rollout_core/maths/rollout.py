@@ -72,6 +72,12 @@ def real_token_mask(attention_mask: torch.Tensor | None, batch: int, n: int, dev
     return (attention_mask.to(device) > 0).to(dtype)
 
 
+def padding_only(real: torch.Tensor | None) -> torch.Tensor | None:
+    """`real` (a real-token mask), or None when every token is real: multiplying by a mask of ones changes
+    nothing, so the masked steps are skipped for unpadded inputs."""
+    return None if real is None or bool(real.all()) else real
+
+
 def _check_options(residual_weight: float, discard_ratio: float) -> None:
     try:
         residual, discard = float(residual_weight), float(discard_ratio)
@@ -132,7 +138,12 @@ def augment_layer(
     dtype = compute_dtype(fused.dtype)
     batch, n, _ = fused.shape
     real = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    values = clean_rows(fused, real, 0, dtype)
+    return _augment_(clean_rows(fused, real, 0, dtype), residual_weight, discard_ratio, real)
+
+
+def _augment_(values: torch.Tensor, residual_weight: float, discard_ratio: float,
+              real: torch.Tensor | None) -> torch.Tensor:
+    """augment_layer's steps after cleaning, on rows the caller owns (in place unless discarding)."""
     if discard_ratio > 0:
         pair_mask = torch.ones_like(values) if real is None else real[:, :, None] * real[:, None, :]
         values = _discard_lowest(values, pair_mask, float(discard_ratio))
@@ -156,20 +167,16 @@ def _augmented_layers(
     _check_options(residual_weight, discard_ratio)
     layers = layer_range(len(all_layers), start_layer, end_layer)
     dtype = compute_dtype(all_layers[0].dtype)
-    fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])
+    fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])  # ours: in place
     if drop_columns is not None:
         keep = ~drop_columns[list(layers)].to(device=fused.device, dtype=torch.bool)
-        fused = fused * keep[:, :, None, :].to(dtype)
+        fused.mul_(keep[:, :, None, :].to(dtype))
     count, batch, n, _ = fused.shape
-    mask = (None if attention_mask is None
-            else real_token_mask(attention_mask, batch, n, fused.device, dtype).repeat(count, 1))
-    augmented = augment_layer(
-        fused.view(count * batch, n, n),
-        residual_weight=residual_weight,
-        discard_ratio=discard_ratio,
-        attention_mask=mask,
-    )
-    return augmented.view(count, batch, n, n)
+    real = None if attention_mask is None else padding_only(
+        real_token_mask(attention_mask, batch, n, fused.device, dtype))
+    mask = None if real is None else real.repeat(count, 1)
+    values = clean_rows(fused.view(count * batch, n, n), mask, 0, dtype, copy=False)
+    return _augment_(values, residual_weight, discard_ratio, mask).view(count, batch, n, n)
 
 
 def attention_rollout(
@@ -273,10 +280,11 @@ def layer_attention(
     renormalised over real tokens (no residual). The slider's "this layer only" view."""
     layers = as_layers(attentions)
     dtype = compute_dtype(layers[0].dtype)
-    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])
+    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])  # ours: the steps run in place
     _, batch, n, _ = fused.shape
-    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    fused = torch.nan_to_num(fused, nan=0.0, posinf=0.0, neginf=0.0).clamp_min(0.0) \
-        * (real[:, :, None] * real[:, None, :])
-    sums = fused.sum(dim=-1, keepdim=True)
-    return torch.where(sums > 0, fused / sums.clamp_min(torch.finfo(dtype).tiny), fused)
+    real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
+    fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
+    if real is not None:
+        fused.mul_(real[:, :, None] * real[:, None, :])
+    # a row summing to 0 holds only zeros (none is negative), and 0 / tiny is 0: such rows stay as they are
+    return fused.div_(fused.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(dtype).tiny))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import torch
 
 
-def clean_rows(fused_rows: torch.Tensor, real: torch.Tensor | None, first_row: int, dtype: torch.dtype) -> torch.Tensor:
+def clean_rows(fused_rows: torch.Tensor, real: torch.Tensor | None, first_row: int, dtype: torch.dtype, *,
+               copy: bool = True) -> torch.Tensor:
     """A copy of (B, k, n) head-fused rows in `dtype`: NaN/Inf -> 0, negatives -> 0, padded rows and columns 0.
-    `real` is the (B, n) float mask of real tokens (None: all real)."""
-    values = fused_rows.to(dtype=dtype, copy=True).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_(min=0.0)
+    `real` is the (B, n) float mask of real tokens (None: all real). `copy` False: in place when already in
+    `dtype` (rows the caller owns)."""
+    values = fused_rows.to(dtype=dtype, copy=copy).nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_(min=0.0)
     if real is not None:
         rows = real[:, first_row:first_row + values.shape[1]]
         values.mul_(rows[:, :, None]).mul_(real[:, None, :])

@@ -13,6 +13,7 @@ from typing import Iterator, Sequence
 
 import torch
 
+from rollout_core.cancel import checkpoint
 from rollout_core.errors import UnsupportedModelError
 from rollout_core.models.layer_access import layer_access
 from rollout_core.models.thread_hooks import own_thread
@@ -79,6 +80,7 @@ def value_zeroing_contributions(model: torch.nn.Module, hidden_states: Sequence[
         original = run_block(block, x, mask4)
         for b in range(batch):
             for start in range(0, n, chunk):
+                checkpoint()  # a stopped page session stops its re-runs here (rollout_core.cancel)
                 rows = torch.arange(start, min(start + chunk, n), device=device)
                 xs = x[b:b + 1].expand(len(rows), -1, -1)
                 m = None if mask4 is None else mask4[b:b + 1].expand(len(rows), -1, -1, -1)

@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # torch stays out of the registry's import, so the CLI can li
     import torch
 
     from rollout_core.capture import Captured
+    from rollout_core.inputs.continuous import PreparedInput
     from rollout_core.models.handle import ModelHandle
     from rollout_core.options import Options
 
@@ -47,6 +48,22 @@ class MethodOutput:
     layer_maps: "torch.Tensor | None" = None
 
 
+@dataclass(frozen=True)
+class Workload:
+    """The size of one explain request, counted before any forward pass: what a method's cost estimate reads
+    (`MethodSpec.seconds`). Built from a loaded model and an input by `serving.budget.workload`."""
+
+    tokens: int  # positions of one input: text tokens, or an image's patches plus its special tokens
+    layers: int  # layers of the explained range
+    model_layers: int  # layers the forward pass runs (the whole encoder)
+    heads: int
+    hidden: int  # the model's hidden size
+    outputs: int = 1  # positions the readout pools (1: one position, [CLS] or the predicted token)
+    image: bool = False
+    batch: int = 1  # inputs explained together
+    full_matrix: bool = False  # the whole final n x n matrix is asked for, not only the explained row
+
+
 SCORED_TASKS = ("text-classification", "image-classification", "causal-lm")
 """Tasks whose head gives a differentiable explained score (a sentence encoder has one with zero-shot labels)."""
 CLASSIFIER_TASKS = ("text-classification", "image-classification")
@@ -70,10 +87,13 @@ class MethodSpec:
     needs_hidden_states: bool = False  # the capture asks the model for every layer's hidden states
     uses_head_fusion: bool = True  # the head-fusion setting changes the result
     uses_residual: bool = True  # the residual weight changes the result
+    uses_discard: bool = True  # the discard ratio changes the result (it thins the matrices rolled out)
     cumulative: bool = True  # the slider's layer k is the result through layers start..k (not layer k alone)
     single_layer: bool = False  # the result at layer k is layer k's own per-layer view alone (raw attention)
     layered: bool = True  # False: one map of the whole model (AttnLRP), the same at every slider position
     attention_only: bool = False  # computed from the forward pass's attention weights alone (int8 corpus mode)
+    fused_heads_suffice: bool = False  # reads the attentions only through `fuse_heads` with the options' fusion, so
+    # the full capture may fuse each layer's heads inside the forward pass (capture.fused_heads)
     can_stream: bool = False  # the low-memory capture (no per-layer attention kept) can compute it
     seq2seq: bool = False  # available for encoder-decoder models
     modalities: tuple[str, ...] = ("text", "image")  # the inputs it explains
@@ -88,6 +108,19 @@ class MethodSpec:
     facts: "Callable[[dict[str, Any]], str] | None" = None  # one line from Explanation.settings for the CLI and
     # the pages ("attention flow: exact; explained row only"), "" when there is nothing to say
     summary_note: str = ""  # what the summary adds after the attention sinks it lists
+    cost: "Callable[[Workload], float] | None" = None  # estimated seconds of one request on this machine class
+    # (constants measured by benchmarks/bench_method_costs.py); every registered method declares one
+    agreement: str = ""  # an attention-free reference of the evaluation: the key of its rank-agreement measure
+    # (spearman_<key>); the evaluation measures such a method only when asked
+    attribute: "Callable[[PreparedInput, int, Callable[[int], None] | None], torch.Tensor] | None" = None
+    # attention-free: (n,) attributions of one prepared continuous input (rollout_core.inputs.continuous) for a
+    # class, progress(passes done) after each pass: what the evaluation computes on the input it perturbs
+    passes: int = 1  # forward passes `attribute` takes (the evaluation's progress)
+
+    @property
+    def attention_free(self) -> bool:
+        """Reads no attention: attributions of the input's features (an evaluation reference)."""
+        return self.attribute is not None
 
     @property
     def whole_model(self) -> bool:
@@ -114,6 +147,13 @@ class MethodSpec:
                               "prediction head"
                               + (" (give zero-shot labels)" if handle.task == "sentence-encoder" else ""))
         return None if self.requires is None else self.requires(handle)
+
+    def seconds(self, workload: Workload) -> float:
+        """Estimated seconds of explaining `workload` with this method (forward pass included): the budget's and
+        the pages' estimate."""
+        if self.cost is None:
+            raise InputError(f"method {self.name!r} declares no cost estimate")
+        return float(self.cost(workload))
 
     def describe(self, settings: dict[str, Any]) -> str:
         """The facts line of an explanation of this method ("" when the method has none to say)."""

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_method, layer_recorder, readable_layers
-from rollout_core.methods._spec import MethodInput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, pair_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -17,6 +18,16 @@ def _contributions(method_input: MethodInput) -> torch.Tensor:
     from rollout_core.maths.contributions import alti_contributions
 
     return alti_contributions(method_input.recorded, method_input.mask)
+
+
+
+ALTI_PAIR_FACTOR = 8.0
+"""ALTI's per-pair work (transformed vectors through the layer norm, L1 distances) in units of the norms' (measured)."""
+
+
+def cost(w: Workload) -> float:
+    """One recorded forward pass, ALTI's (n, n, d) transformed vectors per layer, the product."""
+    return forward_seconds(w) + pair_seconds(w, ALTI_PAIR_FACTOR) + product_seconds(w)
 
 
 METHOD = MethodSpec(
@@ -35,5 +46,6 @@ METHOD = MethodSpec(
     layer_view="ALTI contributions",
     recorder=layer_recorder("ALTI rollout"),
     requires=readable_layers("ALTI rollout"),
+    cost=cost,
     compute=contribution_method(_contributions, add_residual=False),
 )

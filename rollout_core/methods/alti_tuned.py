@@ -17,7 +17,8 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_rollout, layer_recorder
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, pair_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     from rollout_core.errors import InputError
@@ -63,6 +64,14 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return out
 
 
+
+def cost(w: Workload) -> float:
+    """ALTI's cost over the tuned blocks only (`w.layers`: the range starts at the first tuned block)."""
+    from rollout_core.methods.alti import ALTI_PAIR_FACTOR
+
+    return forward_seconds(w) + pair_seconds(w, ALTI_PAIR_FACTOR) + product_seconds(w)
+
+
 METHOD = MethodSpec(
     name="alti_tuned",
     title="ALTI rollout (fine-tuned blocks)",
@@ -78,5 +87,6 @@ METHOD = MethodSpec(
     first_layer=first_tuned_layer,
     requires=_has_tuned_blocks,
     recorder=layer_recorder("ALTI rollout"),
+    cost=cost,
     compute=compute,
 )

@@ -1,6 +1,7 @@
 """Raw attention: one layer's head-fused attention on its own, no product through the layers."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -13,6 +14,12 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return rows_of(layers, method_input)
 
 
+
+def cost(w: Workload) -> float:
+    """One forward pass (each layer's attention is read as it is)."""
+    return forward_seconds(w)
+
+
 METHOD = MethodSpec(
     name="attention",
     title="Raw attention (last layer)",
@@ -22,9 +29,12 @@ METHOD = MethodSpec(
              "of the whole model.",
     explains="How strongly the explained output attends to each input in one layer (no product over layers).",
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     single_layer=True,
     attention_only=True,
+    fused_heads_suffice=True,
     seq2seq=True,
+    cost=cost,
     compute=compute,
 )

@@ -6,7 +6,8 @@ its input embedding times that gradient, summed over the embedding. One map for 
 every layer shows it (the layer range does not apply). Signed: negative relevance speaks against the class.
 """
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def _rules(model):  # the recorder: imported lazily so the registry does not import torch
@@ -39,6 +40,16 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return one_map(relevance, method_input)
 
 
+
+LRP_PASSES = 2.5
+"""A forward and backward pass under the LRP rules, in units of a plain forward pass (measured)."""
+
+
+def cost(w: Workload) -> float:
+    """A forward and a backward pass through the modified rules."""
+    return forward_seconds(w, LRP_PASSES)
+
+
 METHOD = MethodSpec(
     name="attnlrp",
     title="AttnLRP (relevance propagation)",
@@ -55,10 +66,12 @@ METHOD = MethodSpec(
     needs_hidden_states=True,
     uses_head_fusion=False,
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     layered=False,
     can_stream=False,
     recorder=_rules,
     requires=_family,
+    cost=cost,
     compute=compute,
 )

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -53,10 +54,11 @@ def compute(method_input: MethodInput) -> MethodOutput:
         "flow_error_share": relative,
         "flow_pruned_mass": DEFAULT_EPS if approximate else 0.0,
     }
-    if approximate and relative >= 1.0:  # Explanation.warnings: a bound above the map leaves nothing to read
-        extras["notes"] = (f"Attention flow is not meaningful here: the pruned flow's error bound ({bound:.1e}) is "
-                           f"{relative:.0%} of the map's largest value, so no patch's value can be told from 0; "
-                           "use another method (ALTI, rollout) for this image.",)
+    if approximate and relative >= 1.0:  # a bound above the map leaves nothing to read: views do not draw it
+        why = (f"Attention flow is not meaningful here: the pruned flow's error bound ({bound:.1e}) is "
+               f"{relative:.0%} of the map's largest value, so no patch's value can be told from 0; use another "
+               "method (ALTI, rollout) for this image.")
+        extras["notes"], extras["not_meaningful"] = (why,), why
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
 
@@ -71,6 +73,16 @@ def cost_seconds(n: int, layers: int, *, outputs: int = 1, image: bool = False, 
     if full_matrix and not image:
         seconds += flow_cost_estimate(n, layers, n)["seconds"]
     return seconds
+
+
+SOLVER_FACTOR = 2.0
+"""The solver's seconds on the shared machine (load 4-8), in units of maths.flow_bounded's quiet-machine figure."""
+
+
+def cost(w: Workload) -> float:
+    """The forward pass and the max-flow problems (`cost_seconds`), per input of the batch."""
+    solver = cost_seconds(w.tokens, w.layers, outputs=w.outputs, image=w.image, full_matrix=w.full_matrix)
+    return forward_seconds(w) + w.batch * SOLVER_FACTOR * solver
 
 
 def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int] | None") -> "torch.Tensor":
@@ -122,6 +134,9 @@ METHOD = MethodSpec(
     explains="How much of each input's information can reach the explained output: the maximum flow through "
              "the layers' residual-augmented attention.",
     attention_only=True,
+    fused_heads_suffice=True,
     facts=describe,
+    cost=cost,
     compute=compute,
+    uses_discard=False,
 )

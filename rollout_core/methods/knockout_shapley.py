@@ -3,7 +3,8 @@ others may attend to (in every layer) and its value the explained class's log od
 Class-specific and causal: it measures what the prediction loses without a token's information, not how much
 attention the token receives."""
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def _bidirectional(handle):
@@ -37,6 +38,18 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return one_map(torch.stack(scores), method_input)
 
 
+
+COALITION_SHARE = 0.5
+"""One coalition's run, in units of a forward pass (coalitions run in batches: measured)."""
+
+
+def cost(w: Workload) -> float:
+    """About ORDERS distinct coalitions per token (every order adds the tokens one by one), each a model run."""
+    from rollout_core.maths.knockout import ORDERS
+
+    return forward_seconds(w, 1 + COALITION_SHARE * ORDERS * max(w.tokens - 2, 1))
+
+
 METHOD = MethodSpec(
     name="knockout_shapley",
     title="Attention knockout Shapley (causal)",
@@ -53,9 +66,11 @@ METHOD = MethodSpec(
     needs_classes=True,
     uses_head_fusion=False,
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     layered=False,
     modalities=("text",),
     requires=_bidirectional,
+    cost=cost,
     compute=compute,
 )

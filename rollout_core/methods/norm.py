@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_method, layer_recorder, readable_layers, row_normalised
-from rollout_core.methods._spec import MethodInput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, pair_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -15,6 +16,12 @@ def _contributions(method_input: MethodInput) -> torch.Tensor:
     from rollout_core.maths.contributions import norm_contributions
 
     return row_normalised(norm_contributions(method_input.recorded, method_input.mask))
+
+
+
+def cost(w: Workload) -> float:
+    """One recorded forward pass, the (n, n, d) transformed vectors' norms per layer, rollout's product."""
+    return forward_seconds(w) + pair_seconds(w) + product_seconds(w)
 
 
 METHOD = MethodSpec(
@@ -30,5 +37,6 @@ METHOD = MethodSpec(
     layer_view="norm-based attention",
     recorder=layer_recorder("Norm-based rollout"),
     requires=readable_layers("Norm-based rollout"),
+    cost=cost,
     compute=contribution_method(_contributions, add_residual=True),
 )

@@ -1,6 +1,7 @@
 """Attention rollout (Abnar & Zuidema 2020): the product of residual-augmented, head-fused attention."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -15,6 +16,12 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return rows_of(cumulative, method_input)
 
 
+
+def cost(w: Workload) -> float:
+    """One forward pass and the product of the range's n x n matrices."""
+    return forward_seconds(w) + product_seconds(w)
+
+
 METHOD = MethodSpec(
     name="rollout",
     title="Attention rollout",
@@ -25,7 +32,9 @@ METHOD = MethodSpec(
     explains="How much of each input's information reaches the explained output, following attention and the "
              "residual stream through every layer.",
     attention_only=True,
+    fused_heads_suffice=True,
     can_stream=True,
     seq2seq=True,
+    cost=cost,
     compute=compute,
 )

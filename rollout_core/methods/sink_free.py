@@ -1,6 +1,7 @@
 """Sink-free rollout: attention rollout with each layer's attention sinks (rollout_core.maths.sinks) dropped."""
 from rollout_core.methods._rows import rows_of
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._cost import forward_seconds, product_seconds
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
@@ -25,6 +26,12 @@ def _recorder(model):
     return record_value_norms(model)
 
 
+
+def cost(w: Workload) -> float:
+    """One forward pass (value norms recorded on the way) and rollout's product."""
+    return forward_seconds(w) + product_seconds(w)
+
+
 METHOD = MethodSpec(
     name="sink_free",
     title="Sink-free rollout",
@@ -35,7 +42,9 @@ METHOD = MethodSpec(
              "does in default-text's middle layers.",
     explains="Attention rollout's shares with the attention paid to attention sinks removed layer by layer.",
     attention_only=True,
+    fused_heads_suffice=True,
     summary_note="Sink-free rollout drops the attention paid to them, layer by layer (each keeps its own residual).",
     recorder=_recorder,
+    cost=cost,
     compute=compute,
 )

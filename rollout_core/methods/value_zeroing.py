@@ -5,7 +5,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_method, readable_layers
-from rollout_core.methods._spec import MethodInput, MethodSpec
+from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._spec import MethodInput, MethodSpec, Workload
 
 if TYPE_CHECKING:
     import torch
@@ -28,6 +29,16 @@ def _supported(model):
     yield layer_access(model, "Value-zeroing rollout")
 
 
+
+ZEROED_PASS_SHARE = 0.6
+"""One zeroed token's re-run of every layer, in units of a forward pass (re-runs go in batches of 64: measured)."""
+
+
+def cost(w: Workload) -> float:
+    """The forward pass, then every layer re-run once per token with that token's values zeroed."""
+    return forward_seconds(w, 1 + ZEROED_PASS_SHARE * w.tokens)
+
+
 METHOD = MethodSpec(
     name="value_zeroing",
     title="Value-zeroing rollout",
@@ -44,5 +55,6 @@ METHOD = MethodSpec(
     layer_view="value-zeroing scores",
     recorder=_supported,
     requires=readable_layers("Value-zeroing rollout"),
+    cost=cost,
     compute=contribution_method(_contributions, add_residual=False),
 )

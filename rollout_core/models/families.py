@@ -187,6 +187,14 @@ def head_pooling(spec: FamilySpec, config: Any, model: torch.nn.Module, task: st
     return spec.head_pooling
 
 
+def pooled_positions(handle: Any, tokens: int, patch_positions: torch.Tensor | None = None) -> int:
+    """How many of `tokens` positions the readout of `handle`'s model pools (1 for a [CLS] head; every real token for
+    mean pooling): the explained rows a cost estimate counts."""
+    spec = spec_for(handle.config)
+    pooling = head_pooling(spec, handle.config, handle.model, handle.task)
+    return int((row_weights(pooling, torch.ones(1, tokens, dtype=torch.bool), patch_positions) > 0).sum())
+
+
 def row_weights(pooling: str, real: torch.Tensor, patch_positions: torch.Tensor | None = None) -> torch.Tensor:
     """(B, n) weights w with scores = w @ R: the explained row(s) for each sample.
 

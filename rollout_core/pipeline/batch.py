@@ -12,6 +12,7 @@ from rollout_core import capture, lowmem, methods
 from rollout_core.explanation_data import Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
+from rollout_core.methods._rows import weighted_rows
 from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.value_norms import record_value_norms
@@ -91,12 +92,13 @@ def _full_batch(
     with recorder as recorded, record_value_norms(handle.model) as value_norms:
         captured = capture.run(handle.model, inputs, num_layers=handle.num_layers,
                                score=score if method.needs_gradients else None,
-                               hidden_states=method.needs_hidden_states)
+                               hidden_states=method.needs_hidden_states,
+                               head_fusion=opts.head_fusion if _fuse_in_forward(method, opts) else None)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
-    layer_att = layer_attention(atts, head_fusion=opts.head_fusion, attention_mask=mask)[s:e]
+    layer_att = layer_attention(atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
                                                       full_matrix=layout is None, recorded=recorded,
                                                       target_index=result.classes))
@@ -105,10 +107,16 @@ def _full_batch(
     w = weights.to(layer_att.dtype)
     return _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
-        layer_attention_scores=torch.einsum("bi,lbij->lbj", w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention_scores=weighted_rows(w, layer_att.to(w.dtype)), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )
+
+
+def _fuse_in_forward(method: methods.MethodSpec, opts: Options) -> bool:
+    """Heads fused as each layer finishes (capture.fused_heads): the method and the views read attention only
+    through the options' fusion, and nobody asked for the per-head maps."""
+    return method.fused_heads_suffice and not method.needs_gradients and not opts.keep_heads
 
 
 def _use_lowmem(handle: ModelHandle, opts: Options, shape: torch.Size) -> bool:

@@ -2,30 +2,36 @@
 with the estimate in words and a cheaper choice; at most a few heavy computations run at once (stopping one from
 outside at its checkpoints is `rollout_core.cancel`).
 
-Cost model: the only method whose cost explodes is attention flow (the others are one forward pass, plus one
-backward pass for gradient rollout, and are not limited); its estimate is the method's own,
-`rollout_core.methods.flow.cost_seconds` (the problems it solves, times seconds per graph edge): about
-layers^2 * n^3 / 2 edge visits for the explained row of every layer prefix, exact on text, mass-pruned on images
-(benchmarks/RESULTS.md: estimate vs measured on default-text and default-image).
+Cost model: every registered method owns its estimate (`MethodSpec.seconds`, in the method's module); this module
+counts the request's size once (`workload`: positions as the explanation will count them, layers, heads, hidden
+size, pooled outputs) and asks the registry, never naming a method. benchmarks/bench_method_costs.py prints each
+method's estimate beside its measured time on the embedded models.
 Settings: env `ROLLOUT_MAX_COMPUTE_SECONDS` (default 60) and `ROLLOUT_MAX_HEAVY_JOBS` (default 2).
 """
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from rollout_core import settings
+from rollout_core import methods, settings
 from rollout_core.errors import InputError
+from rollout_core.methods._spec import Workload
 
 HEAVY_SECONDS = 2.0
-"""Requests estimated at this or more take one of the `ROLLOUT_MAX_HEAVY_JOBS` slots."""
+"""Requests estimated at this or more take one of the `ROLLOUT_MAX_HEAVY_JOBS` slots (and get a Stop)."""
 
 
 class BudgetError(InputError):
-    """A request would cost more than the server allows, or the server is busy; the message says what to do."""
+    """A request would cost more than the server allows, or the server is busy; the message says what to do.
+    `choice`: the cheaper method the message names (None: none fits), for a page to offer as a button."""
+
+    def __init__(self, message: str, choice: str | None = None) -> None:
+        super().__init__(message)
+        self.choice = choice
 
 
 def max_seconds() -> float:
@@ -38,19 +44,17 @@ def max_heavy_jobs() -> int:
     return int(settings.number("ROLLOUT_MAX_HEAVY_JOBS"))
 
 
-def estimate_seconds(method: str, tokens: int, layers: int, *, image: bool = False, outputs: int = 1,
-                     full_matrix: bool = False) -> float:
-    """Estimated seconds of `method` on `tokens` positions through `layers` layers (0 for the cheap methods);
-    `outputs`: the positions the readout pools (1: one position); `full_matrix`: the whole final matrix too."""
-    if method != "flow":
-        return 0.0
-    from rollout_core.methods.flow import cost_seconds
-
-    return cost_seconds(tokens, layers, outputs=outputs, image=image, full_matrix=full_matrix)
+def estimate_seconds(method: str, workload: Workload) -> float:
+    """Estimated seconds of `method` on `workload`, the method's own estimate (`MethodSpec.seconds`)."""
+    return methods.get(method).seconds(workload)
 
 
 def in_words(seconds: float) -> str:
-    """A duration as a person would say it: "about 5 s", "about 4 min", "about 2 h"."""
+    """A duration as a person would say it: "under 0.1 s", "about 0.3 s", "about 5 s", "about 4 min", "about 2 h"."""
+    if seconds < 0.1:
+        return "under 0.1 s"
+    if seconds < 0.95:
+        return f"about {seconds:.1f} s"
     if seconds < 90:
         return f"about {max(1, round(seconds))} s"
     if seconds < 90 * 60:
@@ -58,39 +62,109 @@ def in_words(seconds: float) -> str:
     return f"about {seconds / 3600:.1f} h"
 
 
-def check(method: str, tokens: int, layers: int, *, image: bool = False, outputs: int = 1, full_matrix: bool = False,
-          limit: float | None = None) -> float:
-    """The estimate of `estimate_seconds`; `BudgetError` naming it and a cheaper choice when it is over `limit`
-    (default: `max_seconds()`)."""
+def cheaper(method: str, workload: Workload, choices: tuple[str, ...], limit: float) -> list[tuple[str, float]]:
+    """The methods among `choices` (other than `method`; in the caller's order of preference) that fit `limit` on
+    `workload`, with their estimates: the cheaper choices a refusal or a page offers."""
+    costs = [(name, estimate_seconds(name, workload)) for name in dict.fromkeys(choices) if name != method]
+    return [(name, s) for name, s in costs if s <= limit]
+
+
+def _fitting_size(method: str, workload: Workload, limit: float) -> int:
+    """The most positions (roughly, within 10%) at which `method` fits `limit` on this model; 0: none."""
+    fits = workload.tokens
+    while fits > 1 and estimate_seconds(method, dataclasses.replace(workload, tokens=fits)) > limit:
+        fits = int(fits * 0.9)
+    return fits if estimate_seconds(method, dataclasses.replace(workload, tokens=fits)) <= limit else 0
+
+
+def refusal(method: str, workload: Workload, seconds: float, limit: float, choices: tuple[str, ...]) -> BudgetError:
+    """The refusal of `method` on `workload` (estimated `seconds`, over `limit`): one line naming a cheaper choice,
+    the first of `choices` (the methods that can run here, in order of preference) that fits, and the input size
+    that would fit with the same method."""
+    spec = methods.get(method)
+    unit = "patches" if workload.image else "tokens"
+    size = f"{workload.tokens} {unit}" + (f" x {workload.batch} inputs" if workload.batch > 1 else "")
+    first = cheaper(method, workload, choices, limit)[:1]
+    offers = [f"use {methods.display_name(name)} ({in_words(s)})" for name, s in first]
+    fits = _fitting_size(method, dataclasses.replace(workload, batch=1), limit / max(workload.batch, 1))
+    if workload.batch > 1:
+        offers.append("explain fewer rows")
+    elif workload.image:
+        offers.append("use a smaller image")
+    elif fits:
+        offers.append(f"shorten the text to about {fits} tokens")
+    choice = " or ".join(offers) if offers else "choose a smaller input or another model"
+    return BudgetError(f"{spec.title} ({method}) on {size} through {workload.layers} layers would take "
+                       f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; {choice}",
+                       choice=first[0][0] if first else None)
+
+
+def check(method: str, workload: Workload, *, limit: float | None = None, choices: tuple[str, ...] | None = None
+          ) -> float:
+    """The estimate of `estimate_seconds`; `BudgetError` (one line: the estimate, the limit and a cheaper choice
+    among `choices`, default every registered method) when it is over `limit` (default: `max_seconds()`)."""
     limit = max_seconds() if limit is None else limit
-
-    def cost(n: int) -> float:
-        return estimate_seconds(method, n, layers, image=image, outputs=outputs, full_matrix=full_matrix)
-
-    seconds = cost(tokens)
+    seconds = estimate_seconds(method, workload)
     if seconds <= limit:
         return seconds
-    unit = "patches" if image else "tokens"
-    fits = tokens
-    while fits > 1 and cost(fits) > limit:
-        fits = int(fits * 0.9)
-    shorter = "a smaller image" if image else f"shorten the text to about {fits} tokens"
-    raise BudgetError(f"{method} on {tokens} {unit} through {layers} layers would take {in_words(seconds)}, over "
-                      f"this server's limit of {in_words(limit)}; use rollout (under a second) or {shorter}")
+    raise refusal(method, workload, seconds, limit, methods.names() if choices is None else choices)
 
 
-def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
-                  full_matrix: bool = False) -> float:
-    """`check` for `method` on `source` (a text, or an image for an image model) with the loaded `handle`:
-    the positions are counted as the explanation will (text: tokenised with the model's limit; images: the
-    patch grid of the processed image), and so are the positions the model's readout pools."""
-    if method != "flow":
-        return 0.0
-    import torch
+def check_batches(method: str, batches: list[Workload], *, limit: float | None = None,
+                  choices: tuple[str, ...] | None = None) -> float:
+    """The summed estimate of `method` over `batches` (a corpus run: one `Workload` per batch, `corpus_batches`);
+    over `limit` a `BudgetError` in one line naming the first of `choices` whose sum fits, and about how many rows
+    would fit with this method."""
+    limit = max_seconds() if limit is None else limit
 
+    def total(name: str) -> float:
+        return sum(estimate_seconds(name, w) for w in batches)
+
+    seconds = total(method)
+    if seconds <= limit:
+        return seconds
+    rows, longest = sum(w.batch for w in batches), max((w.tokens for w in batches), default=0)
+    costs = ((name, total(name)) for name in dict.fromkeys(methods.names() if choices is None else choices)
+             if name != method)
+    first = next(((name, s) for name, s in costs if s <= limit), None)
+    offers = [f"use {methods.display_name(first[0])} ({in_words(first[1])})"] if first else []
+    if (fit := int(rows * limit / seconds)) >= 1:
+        offers.append(f"explain about {fit} rows or fewer")
+    unit = "patches" if batches[0].image else "tokens"
+    raise BudgetError(f"{methods.get(method).title} ({method}) on {rows} rows of up to {longest} {unit} would take "
+                      f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; "
+                      + (" or ".join(offers) if offers else "choose fewer rows or another model"),
+                      choice=first[0] if first else None)
+
+
+def corpus_batches(handle: Any, texts: list[str], method: str, batch_size: int) -> list[Workload]:
+    """The `Workload`s of explaining `texts` by `method` as the corpus engine batches them: sorted by length,
+    `batch_size` at a time, each batch as long as its longest text."""
+    lengths = sorted(positions(handle, text)[0] for text in texts)
+    return [workload(handle, None, method, sized=(chunk[-1], _pooled(handle, chunk[-1])), batch=len(chunk))
+            for chunk in (lengths[i:i + batch_size] for i in range(0, len(lengths), batch_size))]
+
+
+def _pooled(handle: Any, tokens: int) -> int:
+    """The positions the readout of `handle`'s model pools at `tokens` text positions."""
     from rollout_core.models import families
 
-    layers = (handle.num_layers if end_layer is None else end_layer) - start_layer
+    return families.pooled_positions(handle, tokens)
+
+
+def _hidden_size(config: Any) -> int:
+    for key in ("hidden_size", "d_model", "n_embd", "dim"):
+        if isinstance(getattr(config, key, None), int):
+            return int(getattr(config, key))
+    return 768
+
+
+def positions(handle: Any, source: Any) -> tuple[int, int]:
+    """(positions, pooled outputs) of `source` (a text, or an image for an image model) as the explanation will
+    count them: text tokenised with the model's limit, images as the processed image's patch grid; outputs are
+    the positions the model's readout pools."""
+    from rollout_core.models import families
+
     spec = families.spec_for(handle.config)
     patches = None
     if handle.modality == "image":
@@ -104,9 +178,48 @@ def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, e
 
         limit = model_max_length(handle.processor, handle.config, spec.position_offset)
         tokens = len(encode_text(handle.processor, normalise_text(str(source)), limit).input_ids)
-    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
-    outputs = int((families.row_weights(pooling, torch.ones(1, tokens, dtype=torch.bool), patches) > 0).sum())
-    return check(method, tokens, layers, image=handle.modality == "image", outputs=outputs, full_matrix=full_matrix)
+    return tokens, families.pooled_positions(handle, tokens, patches)
+
+
+def workload(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
+             full_matrix: bool = False, sized: tuple[int, int] | None = None, batch: int = 1) -> Workload:
+    """The `Workload` of explaining `source` with the loaded `handle` by `method` over the layer range (raised to
+    the method's first readable layer, as the explanation does). `sized`: (positions, pooled outputs) when the
+    caller counted them already (`positions(handle, source)`, or an encoded request's); `batch`: inputs."""
+    tokens, outputs = positions(handle, source) if sized is None else sized
+    spec = methods.get(method)
+    first = spec.first_layer(handle) if spec.first_layer is not None else 0
+    end = handle.num_layers if end_layer is None else end_layer
+    return Workload(tokens=tokens, layers=max(end - max(start_layer, first), 1), model_layers=handle.num_layers,
+                    heads=handle.num_heads, hidden=_hidden_size(handle.config), outputs=outputs,
+                    image=handle.modality == "image", batch=batch, full_matrix=full_matrix)
+
+
+def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
+                  full_matrix: bool = False, limit: float | None = None) -> float:
+    """`check` for `method` on `source` with the loaded `handle` (its `workload`); a refusal names a cheaper
+    method that can run on this model (`choices`)."""
+    work = workload(handle, source, method, start_layer, end_layer, full_matrix=full_matrix)
+    return check(method, work, limit=limit, choices=choices(handle))
+
+
+def choices(handle: Any) -> tuple[str, ...]:
+    """The methods that can run on `handle`, the model's measured default first, then in display order: what a
+    refusal or a page offers as the cheaper choice."""
+    from rollout_core.models import measured
+
+    runnable = tuple(s.name for s in methods.runnable(handle))
+    default = measured.default_method(handle.name, methods.names())
+    return tuple(dict.fromkeys(((default,) if default in runnable else ()) + runnable))
+
+
+def check_prepared(prepared: Any) -> float:
+    """`check` for a request `rollout_core.explain.prepare` has encoded (its positions counted once, for the
+    estimate and the explanation alike): its method, layer range and full-matrix choice as it will run."""
+    o, handle = prepared.options, prepared.handle
+    work = workload(handle, None, o.method, o.start_layer, o.end_layer, full_matrix=o.full_matrix,
+                    sized=(prepared.tokens, prepared.outputs), batch=max(len(prepared.encoded), 1))
+    return check(o.method, work, choices=choices(handle))
 
 
 @dataclass(frozen=True)

@@ -377,6 +377,9 @@ def serve(command: Command, idle_seconds: float, preload: Sequence[str] | None, 
     from rollout_core.models.loading import load_model
     from rollout_core.models.registry import DEFAULTS, is_available, lookup
 
+    from rollout_core.serving.kernels import start_flow_kernels
+
+    start_flow_kernels()  # flow's kernels load while the models do
     if preload is None:
         preload = [name for name in DEFAULTS.values() if (entry := lookup(name)) is not None and is_available(entry)]
     for name in preload:

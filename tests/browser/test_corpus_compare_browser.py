@@ -6,6 +6,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any, Iterator
+from urllib.parse import parse_qsl, urlsplit
 
 import pandas as pd
 import pytest
@@ -71,6 +72,8 @@ def test_page_compares_two_runs_and_opens_a_row_in_compare(browser: Any, app_wit
         tab.get_by_text("predictions agree on").first.wait_for(timeout=WAIT)
         tab.wait_for_selector(".js-plotly-plot .main-svg", timeout=WAIT)
         assert tab.locator("[data-testid='stException']").count() == 0
+        tab.wait_for_function("() => location.search.includes('source=')", timeout=WAIT)
+        assert dict(parse_qsl(urlsplit(tab.url).query))["source"] == "Compare two runs"  # the view is in the address
         link = tab.get_by_role("link", name="Open in Compare").first
         href = link.get_attribute("href")
         assert href and "compare?" in href and "mode=methods" in href  # newest run first: A is b-attention
@@ -81,6 +84,13 @@ def test_page_compares_two_runs_and_opens_a_row_in_compare(browser: Any, app_wit
         tab.get_by_text("B: ").first.wait_for(timeout=WAIT)
         page = tab.locator("body").inner_text()
         assert "rollout" in page and "attention" in page
+        assert tab.locator("[data-testid='stException']").count() == 0 and errors == []
+        # a link with the runs swapped (not the defaults) opens the view with them: A is a-rollout now
+        tab.goto(f"{app_with_runs}/corpus?source=Compare+two+runs&run_a=a-rollout&run_b=b-attention")
+        tab.get_by_text("predictions agree on").first.wait_for(timeout=WAIT)
+        href = tab.get_by_role("link", name="Open in Compare").first.get_attribute("href")
+        assert {"method=rollout", "b_method=attention"} <= set(href.split("?")[1].split("&")), href
+        assert dict(parse_qsl(urlsplit(tab.url).query)).get("run_a") == "a-rollout"
         assert tab.locator("[data-testid='stException']").count() == 0 and errors == []
     finally:
         tab.close()

@@ -25,6 +25,19 @@ def _bars(tab: Any) -> list[float]:
     return tab.evaluate("() => Array.from(document.querySelector('.lx-figures .js-plotly-plot')._fullData[0].y)")
 
 
+def _word_bars(expl: Any, row: np.ndarray) -> np.ndarray:
+    """The word-level bars the page shows by default, by a naive loop: each word's share is the sum of the shown
+    shares of the tokens whose characters overlap it (this tokenizer splits no token across words)."""
+    from rollout_core.compare import words
+
+    shown = expl.display_scores(row)
+    pieces = [(s, e) for (s, e), special in zip(expl.offsets, expl.special) if not special]
+    assert len(pieces) == len(shown)
+    out = np.array([sum(v for (s, e), v in zip(pieces, shown) if s < end and e > start and e > s)
+                    for _, start, end in words(expl.text)])
+    return out / out.sum()
+
+
 def test_standalone_file_works_offline_and_its_slider_switches_the_view(offline_tab, tiny_model_dir, tmp_path):
     expl = rc.explain_text(rc.load_model(str(tiny_model_dir("bert"))), HOSTILE)
     layers = expl.num_layers
@@ -36,11 +49,11 @@ def test_standalone_file_works_offline_and_its_slider_switches_the_view(offline_
     tab.goto(path.as_uri())
     tab.wait_for_selector(f".lx-root[data-view='layer-{layers}-cum']", state="attached", timeout=WAIT)
     tab.wait_for_selector(".lx-figures .js-plotly-plot", timeout=WAIT)
-    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-1]), rtol=SENT, atol=0)
+    assert np.allclose(_bars(tab), _word_bars(expl, expl.layer_scores[-1]), rtol=SENT, atol=0)
     # each token coloured by the browser as colours_at colours its sent value (per-layer scale: 0 to its top)
     drawn = tab.evaluate("() => Array.from(document.querySelectorAll('.token-highlight .tok'), "
                          "s => [Number(s.dataset.score), getComputedStyle(s).backgroundColor])")
-    top = float(expl.display_scores(expl.layer_scores[-1]).max())
+    top = float(_word_bars(expl, expl.layer_scores[-1]).max())
     expected = colours_at(SCORE_SCALE, np.array([v for v, _ in drawn]), 0.0, top)
     assert [bg for _, bg in drawn] == [f"rgb({r}, {g}, {b})" for r, g, b in expected] and len(drawn) > 5
     highlight = tab.locator(".lx-html")
@@ -53,15 +66,15 @@ def test_standalone_file_works_offline_and_its_slider_switches_the_view(offline_
     tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-cum']", state="attached", timeout=WAIT)
     assert tab.locator(f".token-highlight[data-view='layer-{layers - 1}-cum']").count() == 1
     assert highlight.inner_html() != before
-    tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === '{layers - 1} / {layers}'",
+    tab.wait_for_function(f"() => document.querySelector('.lx-value').textContent === 'layer {layers - 1} of {layers}'",
                           timeout=WAIT)
     tab.wait_for_timeout(300)  # Plotly.react of the new bars
-    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_scores[-2]), rtol=SENT, atol=0)
+    assert np.allclose(_bars(tab), _word_bars(expl, expl.layer_scores[-2]), rtol=SENT, atol=0)
 
     tab.locator(".lx-toggle input").check()
     tab.wait_for_selector(f".lx-root[data-view='layer-{layers - 1}-raw']", state="attached", timeout=WAIT)
     tab.wait_for_timeout(300)
-    assert np.allclose(_bars(tab), expl.display_scores(expl.layer_attention_scores[-2]), rtol=SENT, atol=0)
+    assert np.allclose(_bars(tab), _word_bars(expl, expl.layer_attention_scores[-2]), rtol=SENT, atol=0)
     assert not offline_tab.errors, offline_tab.errors
     assert all(url.startswith("file:") for url in offline_tab.requests), offline_tab.requests
 

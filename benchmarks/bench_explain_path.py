@@ -1,0 +1,226 @@
+"""The explain path against a plain forward pass and against the naive way, side by side in one run (issue 29).
+
+For default-text at 32, 128 and 512 tokens and default-image (257 tokens), in one process, one torch thread:
+- `forward`: the processor on the same text or image, then an eager `model(**inputs)` under `torch.no_grad()`
+  (no attentions asked for): the price of a prediction;
+- `explain`: `explain_text(handle, text, method="rollout")` / `explain_image(...)`, default settings, the whole
+  path to an `Explanation` (tokenising, capture, rollout, per-layer rows, sinks, settings, warnings);
+- `naive`: the jacobgil/vit-explain way on the same input: the processor, `output_attentions=True`, then a Python
+  loop per layer of head mean, + identity, / 2, row renormalisation (`keepdim`: vit-explain's own `a / a.sum(-1)`
+  divides columns), matmul into the running product; its final [CLS] row is compared with row 0 of our matrix
+  ("row diff");
+- `maths alone`: `attention_rollout(all_layers=True)` on already captured attentions (what earlier figures in
+  RESULTS.md called the overhead).
+The three ways run interleaved (forward, explain, naive, maths in every round) and the medians are compared, so a
+load change during the run hits all of them. Peak memory: each way runs once in a fresh subprocess (model loaded,
+warmed up on 8 tokens, peak-RSS counter reset through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS
+before the call; malloc at glibc's defaults unless MALLOC_* is set in the environment (printed).
+
+Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory]
+"""
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+SIZES = (32, 128, 512)
+WORDS = "the film was good but the plot was slow and the music was fun to hear".split()
+
+
+def _text_of(processor: Any, tokens: int) -> str:
+    """A text that the processor turns into exactly `tokens` ids (specials included)."""
+    words: list[str] = []
+    while len(processor(" ".join(words))["input_ids"]) < tokens:
+        words.append(WORDS[len(words) % len(WORDS)])
+    text = " ".join(words)
+    if len(processor(text)["input_ids"]) != tokens:
+        raise SystemExit(f"could not build a text of exactly {tokens} tokens")
+    return text
+
+
+def _image() -> Any:
+    from rollout_core.data.shapes import generate
+
+    return generate(1, seed=321, split="test")[0].image
+
+
+def _model_inputs(handle: Any, item: Any) -> dict[str, Any]:
+    if handle.modality == "text":
+        return dict(handle.processor([item], return_tensors="pt"))
+    return dict(handle.processor(images=item, return_tensors="pt"))
+
+
+def _forward(handle: Any, item: Any) -> Any:
+    import torch
+
+    with torch.no_grad():
+        return handle.model(**_model_inputs(handle, item))
+
+
+def _explain(handle: Any, item: Any) -> Any:
+    import rollout_core
+
+    if handle.modality == "text":
+        return rollout_core.explain_text(handle, item, method="rollout")
+    return rollout_core.explain_image(handle, item, method="rollout")
+
+
+def _naive(handle: Any, item: Any) -> Any:
+    """jacobgil/vit-explain's rollout (discard_ratio 0, mean fusion) over transformers' attentions; the explained
+    row ([CLS], row 0) of the final product. Row renormalisation with keepdim (the correct rollout)."""
+    import torch
+
+    with torch.no_grad():
+        attentions = handle.model(**_model_inputs(handle, item), output_attentions=True).attentions
+        n = attentions[0].shape[-1]
+        result = torch.eye(n)
+        for attention in attentions:
+            fused = attention.mean(dim=1)
+            eye = torch.eye(n)
+            a = (fused + 1.0 * eye) / 2
+            a = a / a.sum(dim=-1, keepdim=True)
+            result = torch.matmul(a, result)
+    return result[0, 0]
+
+
+def _maths_alone(attentions: Any) -> Any:
+    from rollout_core.maths.rollout import attention_rollout
+
+    return attention_rollout(attentions, all_layers=True)
+
+
+def _cases(quick: bool) -> list[tuple[str, Any, Any]]:
+    """(label, handle, item) for every size of default-text and for default-image."""
+    import rollout_core
+
+    cases = []
+    text = rollout_core.load_model("default-text")
+    for tokens in SIZES[:2] if quick else SIZES:
+        cases.append((f"default-text, {tokens} tokens", text, _text_of(text.processor, tokens)))
+    image = rollout_core.load_model("default-image")
+    cases.append(("default-image, 257 tokens", image, _image()))
+    return cases
+
+
+def _median_ms(samples: list[float]) -> float:
+    return statistics.median(samples) * 1000
+
+
+def _timings(rounds: int, quick: bool) -> None:
+    import numpy as np
+    import torch
+
+    print(f"{'input':<28} {'forward':>9} {'explain':>9} {'naive':>9} {'maths':>8} | {'explain/fwd':>11} "
+          f"{'naive/ours':>10} {'maths/fwd':>9} | row diff")
+    for label, handle, item in _cases(quick):
+        with torch.no_grad():
+            attentions = handle.model(**_model_inputs(handle, item), output_attentions=True).attentions
+        ways: dict[str, Callable[[], Any]] = {
+            "forward": functools.partial(_forward, handle, item), "explain": functools.partial(_explain, handle, item),
+            "naive": functools.partial(_naive, handle, item), "maths": functools.partial(_maths_alone, attentions)}
+        for call in ways.values():  # warm-up: lazy imports, first-call allocations
+            call()
+        seconds: dict[str, list[float]] = {name: [] for name in ways}
+        for _ in range(rounds):
+            for name, call in ways.items():
+                start = time.perf_counter()
+                call()
+                seconds[name].append(time.perf_counter() - start)
+        ours, naive_row = _explain(handle, item), _naive(handle, item)
+        diff = float(np.abs(np.asarray(ours.matrix)[0] - naive_row.double().numpy()).max())
+        ms = {name: _median_ms(s) for name, s in seconds.items()}
+        print(f"{label:<28} {ms['forward']:7.1f}ms {ms['explain']:7.1f}ms {ms['naive']:7.1f}ms {ms['maths']:6.1f}ms | "
+              f"{ms['explain'] / ms['forward']:10.2f}x {ms['naive'] / ms['explain']:10.2f} "
+              f"{ms['maths'] / ms['forward']:8.1%} | {diff:.1e}")
+
+
+# ----------------------------------------------------------------------------------------------
+# Peak memory, one fresh process per way and input
+
+
+def _status(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def _measure_peak(way: str, case: int) -> None:
+    """Runs in the subprocess: one way on case `case`, its extra peak RSS as JSON on stdout."""
+    import torch
+
+    torch.set_num_threads(1)
+    label, handle, item = _cases(False)[case]
+    call = {"explain": _explain, "naive": _naive, "forward": _forward}[way]
+    small = _text_of(handle.processor, 8) if handle.modality == "text" else item
+    call(handle, small)  # lazy imports and first-call allocations
+    Path("/proc/self/clear_refs").write_text("5")
+    before = _status("VmRSS")
+    call(handle, item)
+    print(json.dumps({"label": label, "way": way, "extra": _status("VmHWM") - before}))
+
+
+def _memory() -> None:
+    count = len(SIZES) + 1
+    print(f"\n{'input':<28} {'forward':>10} {'explain':>10} {'naive':>10} | explain/naive")
+    for case in range(count):
+        found: dict[str, int] = {}
+        label = ""
+        for way in ("forward", "explain", "naive"):
+            out = subprocess.run([sys.executable, __file__, "--peak", way, str(case)], capture_output=True, text=True,
+                                 env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}, check=True)
+            row = json.loads(out.stdout.strip().splitlines()[-1])
+            found[way], label = row["extra"], row["label"]
+        mib = {k: v / 2**20 for k, v in found.items()}
+        print(f"{label:<28} {mib['forward']:6.1f} MiB {mib['explain']:6.1f} MiB {mib['naive']:6.1f} MiB | "
+              f"{found['explain'] / max(found['naive'], 1):.2f}")
+
+
+def _settings() -> None:
+    import torch
+    import transformers
+
+    malloc = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")} or "glibc defaults (no MALLOC_* set)"
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; torch {torch.__version__}, transformers "
+          f"{transformers.__version__}, Python {platform.python_version()}; torch threads {torch.get_num_threads()}; "
+          f"malloc: {malloc}; load average {' '.join(Path('/proc/loadavg').read_text().split()[:3])}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per input (median taken)")
+    parser.add_argument("--quick", action="store_true", help="32 and 128 tokens and the image only, 5 rounds")
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--peak", nargs=2, metavar=("WAY", "CASE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    if "PYTHONPATH" not in os.environ:
+        sys.path.insert(0, str(ROOT))
+    if args.peak:
+        _measure_peak(args.peak[0], int(args.peak[1]))
+        return
+    import torch
+
+    torch.set_num_threads(1)
+    _settings()
+    print("forward = processor + eager model(**inputs) under no_grad; explain = explain_text/explain_image(method="
+          "'rollout'); naive = processor + output_attentions=True + vit-explain's per-layer loop; maths = "
+          "attention_rollout(all_layers=True) on captured attentions; medians of interleaved rounds")
+    _timings(5 if args.quick else args.rounds, args.quick)
+    if not args.no_memory:
+        _memory()
+    print("load average at the end: " + " ".join(Path("/proc/loadavg").read_text().split()[:3]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,40 @@
+"""The pieces the methods' cost estimates are built from: a forward pass, a backward pass, the product of n x n
+matrices through the layers, and per-layer work on every (output, input) pair. Each method's module adds them up
+in its own `cost(Workload)`; the constants are measured on this project's 2-core CPU machine by
+benchmarks/bench_method_costs.py (estimate vs measured side by side in benchmarks/RESULTS.md)."""
+from __future__ import annotations
+
+from rollout_core.methods._spec import Workload
+
+MATMUL_FLOPS_PER_SECOND = 2.0e10
+"""Dense float32 matrix products (the forward pass's projections and MLP) on one request's thread pool."""
+LAYER_OVERHEAD_SECONDS = 1.5e-3
+"""Per layer and pass: Python, hooks, kernel launches, eager attention kept for the capture."""
+PAIR_SECONDS = 1.3e-9
+"""Per layer, (output, input) pair and hidden unit of the contribution methods' (n, n, d) tensors."""
+PRODUCT_FLOPS_PER_SECOND = 1.0e10
+"""The n x n products of a rollout (every layer's cumulative product is kept)."""
+REQUEST_SECONDS = 0.02
+"""Per call, whatever the method: tokenising or decoding the input, assembling the explanation (a corpus batch of
+16 rows pays it once: default-text's 100-row rollout run was estimated 2.9x its time when it was paid per row)."""
+
+
+def forward_seconds(w: Workload, passes: float = 1.0) -> float:
+    """`passes` forward passes of the whole encoder on `w.batch` inputs of `w.tokens` positions (24 n d^2
+    multiply-adds for the projections and MLP, 4x wide, and 4 n^2 d for attention, per layer), plus the call's
+    own handling once."""
+    n, d = w.tokens, w.hidden
+    flops = w.model_layers * (24 * n * d * d + 4 * n * n * d)
+    one_pass = w.model_layers * LAYER_OVERHEAD_SECONDS + flops / MATMUL_FLOPS_PER_SECOND
+    return REQUEST_SECONDS + w.batch * passes * one_pass
+
+
+def product_seconds(w: Workload) -> float:
+    """The rollout's product through the range: one n x n by n x n product per layer."""
+    return w.batch * w.layers * 2 * w.tokens ** 3 / PRODUCT_FLOPS_PER_SECOND
+
+
+def pair_seconds(w: Workload, factor: float = 1.0) -> float:
+    """Per-layer work on every (output, input) pair across the hidden size (ALTI's and the norms' (n, n, d)
+    vectors), `factor` times the measured unit."""
+    return factor * w.batch * w.layers * w.tokens * w.tokens * w.hidden * PAIR_SECONDS

@@ -1,0 +1,37 @@
+"""Flow's compiled kernels made ready when a long-lived process starts (the app, the warm server), in a background
+thread, so that the user's first flow costs what later ones do. `python -m rollout_core setup` compiles them into
+numba's on-disk cache beforehand (rollout_core.build.kernels); here they are only loaded."""
+from __future__ import annotations
+
+import sys
+import threading
+
+_LOCK = threading.Lock()
+_THREAD: threading.Thread | None = None
+
+
+def start_flow_kernels() -> threading.Thread:
+    """Start, once per process, a daemon thread loading flow's kernels (maths.flow_bounded.warm_up); later calls
+    return the same thread at once. The caller does not wait: the app calls it after its first page is drawn."""
+    global _THREAD
+    with _LOCK:
+        if _THREAD is None:
+            _THREAD = threading.Thread(target=_warm_up, name="flow-kernels", daemon=True)
+            _THREAD.start()
+        return _THREAD
+
+
+def _warm_up() -> None:
+    from rollout_core.maths.flow_bounded import warm_up
+
+    try:
+        warm_up()
+    except Exception:  # noqa: BLE001 - a failed warm-up only means the first flow loads the kernels itself
+        pass
+
+
+def flow_kernels_loaded() -> bool:
+    """Whether this process holds flow's compiled max-flow kernels (both of maths.maxflow's, for the argument types
+    real solves use)."""
+    maxflow = sys.modules.get("rollout_core.maths.maxflow")
+    return maxflow is not None and all(kernel.signatures for kernel in (maxflow._solve, maxflow._levels))
