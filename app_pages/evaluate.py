@@ -41,7 +41,7 @@ name, allow_pickle, method, _ = model_and_method(modality, method_header="Method
 
 handle = loaded(name, allow_pickle)
 runnable = [s.name for s in registry.runnable(handle)] if handle is not None else list(METHODS)
-choices = (*runnable, *REFERENCES)
+choices = tuple(dict.fromkeys((*runnable, *REFERENCES)))
 # the page's default (the model's measured best, what the Text and Image pages show) first, then plain rollout and
 # raw attention as the familiar baselines
 starting = list(dict.fromkeys(m for m in (method.method, "rollout", "attention") if m in runnable))

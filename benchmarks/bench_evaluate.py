@@ -146,7 +146,7 @@ def single_case(modality: str, repeats: int) -> None:
     three = list(dict.fromkeys((default_method(handle.name, [s.name for s in registry.runnable(handle)]),
                                 "rollout", "attention")))
 
-    from rollout_core.faithfulness.scoring import prepare_image, prepare_text
+    from rollout_core.inputs.continuous import prepare_image, prepare_text
 
     prepared = (prepare_text if modality == "text" else prepare_image)(handle, source)
     masks = torch.rand(16, prepared.n, generator=torch.Generator().manual_seed(0)) < 0.5

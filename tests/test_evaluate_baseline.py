@@ -12,7 +12,7 @@ import torch
 
 from rollout_core.faithfulness import baseline as checks
 from rollout_core.faithfulness.baseline import SEPARATION, checked_baseline, separation_note
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
 
 
 def _prepared(fill: float, name: str) -> PreparedInput:

@@ -11,7 +11,7 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_text
 from rollout_core.faithfulness.evaluate import evaluate_input
-from rollout_core.faithfulness.scoring import scoring_model
+from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2
@@ -93,7 +93,7 @@ def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, 
 
 
 def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_handle, monkeypatch):
-    from rollout_core.faithfulness import scoring
+    from rollout_core.inputs import continuous as scoring
 
     handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
     passes: list[int] = []

@@ -156,14 +156,14 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001
-    from rollout_core.faithfulness import attribution
-    from rollout_core.faithfulness.scoring import prepare_text
+    from rollout_core.inputs.continuous import prepare_text
+    from rollout_core.methods import integrated_gradients
 
     prepared = prepare_text(tiny_handle("bert"), "the movie was not good")
     seen: list[int] = []
-    with_progress = attribution.integrated_gradients(prepared, 1, steps=20, progress=seen.append)
-    plain = attribution.integrated_gradients(prepared, 1, steps=20)
-    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in IG_CHUNKS = 4 passes of 5
+    with_progress = integrated_gradients.attribute(prepared, 1, seen.append, steps=20)
+    plain = integrated_gradients.attribute(prepared, 1, steps=20)
+    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in CHUNKS = 4 passes of 5
     assert torch.allclose(with_progress, plain, atol=1e-6)
 
 

@@ -87,7 +87,7 @@ def heavy_run(seconds: float | None, what: str, request: str, stop: bool = True)
 
     def waiting(place: budget.Place) -> None:
         why = "" if place.own else "the server is running its maximum of long computations; "
-        note.info(f"{title}: waiting for a free slot: {why}{budget.place_in_words(place)}.")
+        note.info(f"Waiting for a free slot: {why}{budget.place_in_words(place)}. ({running})")
 
     try:
         with budget.heavy_slot(on_wait=waiting, owner=visitor()):

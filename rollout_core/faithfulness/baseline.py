@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from rollout_core.faithfulness.scoring import BASELINE_WORDS, PreparedInput
+from rollout_core.inputs.continuous import BASELINE_WORDS, PreparedInput
 
 NEAR_CHANCE = 0.15
 """How far above chance the predicted class may stay once everything is removed (binary: at most 65%)."""

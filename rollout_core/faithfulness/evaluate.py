@@ -54,7 +54,7 @@ from rollout_core.faithfulness.measures import (
     StepProgress,
     not_computed,
 )
-from rollout_core.faithfulness.scoring import BASELINES
+from rollout_core.inputs.continuous import BASELINES
 from rollout_core.models.handle import ModelHandle
 from rollout_core.serving.workers import map_items
 

@@ -10,9 +10,9 @@ import numpy as np
 import pandas as pd
 import torch
 
+from rollout_core import methods as registry
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
-from rollout_core.faithfulness import attribution
 from rollout_core.faithfulness.baseline import BaselineCheck, checked_baseline
 from rollout_core.faithfulness.measures import (
     AGREEMENT,
@@ -28,7 +28,7 @@ from rollout_core.faithfulness.perturbation import (
     CurveSet,
     perturbation_curves_many,
 )
-from rollout_core.faithfulness.scoring import BASELINES, PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import BASELINES, PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 
@@ -103,8 +103,9 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     to_explain = [m for m in explained if m not in given] or ([] if explained else ["attention"])
     work = _Work(progress or (lambda done, total, what: None))
     rows_guess = (len(methods) + seeds) * ROWS_PER_ORDERING + 2
-    # gradient x input: about a forward and a backward; integrated gradients: that for each step
-    gradient_rows = 3 * (("grad_x_input" in wanted) + attribution.IG_STEPS * ("integrated_gradients" in wanted))
+    references_run = [registry.get(m) for m in REFERENCES if m in wanted]
+    # each pass of a reference: about a forward and a backward, 3 scored rows' worth
+    gradient_rows = 3 * sum(spec.passes for spec in references_run)
     made: dict[str, Explanation] = {}
     # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
     target = _target(next(iter(given.values())), prepared) if given else None
@@ -141,16 +142,13 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     explanations = {m: given.get(m, made.get(m)) for m in explained}
     where = region(first, item)
     computed: dict[str, torch.Tensor] = {}
-    if "grad_x_input" in wanted:
-        work("gradient × input (reference)", (gradient_rows + rows_guess) * guess)
-        computed["grad_x_input"] = attribution.input_x_gradient(prepared, target)
-    if "integrated_gradients" in wanted:
-        work("integrated gradients (reference)", (3 * attribution.IG_STEPS + rows_guess) * guess)
+    for i, spec in enumerate(references_run):
+        rest = 3 * sum(later.passes for later in references_run[i:])
+        work(spec.title, (rest + rows_guess) * guess)
         start = work.elapsed()
-        steps = None if progress is None else (lambda k: work(
-            f"integrated gradients (reference, step {k})",
-            (work.elapsed() - start) / k * (attribution.IG_STEPS - k) + rows_guess * guess))
-        computed["integrated_gradients"] = attribution.integrated_gradients(prepared, target, progress=steps)
+        steps = None if progress is None else (lambda k, s=spec, t=start: work(
+            f"{s.title}, step {k}", (work.elapsed() - t) / k * (s.passes - k) + rows_guess * guess))
+        computed[spec.name] = spec.attribute(prepared, target, steps)
     importances: dict[str, list[torch.Tensor]] = {
         m: [computed[m] if m in REFERENCES else torch.as_tensor(explanations[m].scores)] for m in methods}
     importances[RANDOM] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(index * seeds + s),

@@ -1,4 +1,5 @@
-"""The model side of the faithfulness measures: one input as a continuous tensor the model reads.
+"""One input as a continuous tensor the model reads: what the faithfulness measures perturb and what the gradient
+attributions (gradient x input, integrated gradients) differentiate.
 
 A `PreparedInput` holds the input `x` as the model sees it after its only discrete step (text: the word
 embeddings of the tokens; images: the normalised pixels), a `baseline` of the same shape (what a removed
@@ -141,21 +142,27 @@ def prepare_text(handle: ModelHandle, text: str, batch_size: int | None = None,
     another of `BASELINES["text"]`). `batch_size`: perturbed inputs per forward (None: `rows_per_pass`; 1: one per
     forward on the model as loaded, the reference path)."""
     require_classifier(handle)
-    model = _model(handle, batch_size)
     tok = handle.processor
     limit = model_max_length(tok, handle.config, families.spec_for(handle.config).position_offset)
     enc = encode_text(tok, normalise_text(text), limit)
-    ids = torch.tensor([enc.input_ids], device=handle.device)
-    replacement = _replacement(tok, baseline)
-    special = torch.tensor(enc.special, dtype=torch.bool, device=handle.device)
+    token_types = None if enc.token_type_ids is None else torch.tensor(enc.token_type_ids, device=handle.device)
+    return encoded_text(handle, torch.tensor(enc.input_ids, device=handle.device),
+                        torch.tensor(enc.special, dtype=torch.bool, device=handle.device), token_types, batch_size,
+                        baseline)
+
+
+def encoded_text(handle: ModelHandle, ids: torch.Tensor, special: torch.Tensor, token_types: torch.Tensor | None,
+                 batch_size: int | None = None, baseline: str = "mask") -> PreparedInput:
+    """One tokenised text, (n,) ids, special flags and token types (or None), as `prepare_text` prepares it."""
+    model = _model(handle, batch_size)
+    ids = ids[None]
+    replacement = _replacement(handle.processor, baseline)
     embed = handle.model.get_input_embeddings()
     with torch.no_grad():
         x = embed(ids)
         removed = torch.where(special[None, :, None], x, embed(torch.full_like(ids, int(replacement))))
     n, d = x.shape[1], x.shape[2]
-    extra: dict[str, Any] = {}
-    if enc.token_type_ids is not None:
-        extra["token_type_ids"] = torch.tensor([enc.token_type_ids], device=handle.device)
+    extra = {} if token_types is None else {"token_type_ids": token_types[None]}
 
     def forward(batch: torch.Tensor) -> torch.Tensor:
         size = batch.shape[0]
@@ -174,8 +181,14 @@ def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None
     from rollout_core.inputs.images import load_image, model_pixels
 
     require_classifier(handle)
+    return processed_image(handle, model_pixels(handle.processor, load_image(image)).to(handle.device), batch_size,
+                           baseline)
+
+
+def processed_image(handle: ModelHandle, pixels: torch.Tensor, batch_size: int | None = None,
+                    baseline: str = "mean") -> PreparedInput:
+    """One processed image, (1, C, H, W) pixels as the model reads them, as `prepare_image` prepares it."""
     model = _model(handle, batch_size)
-    pixels = model_pixels(handle.processor, load_image(image)).to(handle.device)
     _, channels, height, width = pixels.shape
     layout = families.image_layout(handle.config, height, width)
     rows, cols = layout.grid
