@@ -64,7 +64,8 @@ def test_over_the_limit_is_refused_with_the_estimate_and_a_cheaper_choice(monkey
     with pytest.raises(BudgetError) as err:
         budget.check("flow", _work(1024, 6), choices=("rollout", "flow"))
     message = str(err.value)
-    assert "(flow) on 1024 tokens" in message and budget.in_words(seconds) in message
+    assert "Attention flow on 1024 tokens" in message and "(flow)" not in message
+    assert budget.in_words(seconds) in message
     assert "use Attention rollout (" in message and "\n" not in message
     # the suggested length fits, and is not far below the longest that does
     fits = int(message.split("shorten the text to about ")[1].split()[0])
@@ -92,7 +93,7 @@ def test_a_request_is_counted_in_the_model_s_tokens_and_readout(kind: str, outpu
     assert budget.check_request(handle, "the cat sat", "flow", full_matrix=True) == \
         pytest.approx(budget.estimate_seconds("flow", dataclasses.replace(work, full_matrix=True)))
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", "1e-9")
-    with pytest.raises(BudgetError, match=rf"\(flow\) on 5 tokens through {layers} layers"):
+    with pytest.raises(BudgetError, match=rf"Attention flow on 5 tokens through {layers} layers"):
         budget.check_request(handle, "the cat sat", "flow")
 
 

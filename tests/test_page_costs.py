@@ -15,7 +15,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from rollout_core import cancel
+from rollout_core import cancel, methods
 from rollout_core.maths import flow
 from rollout_core.models.loading import load_model
 from rollout_core.serving import budget
@@ -41,7 +41,8 @@ def test_a_method_over_the_limit_is_refused_with_a_button_to_the_cheaper_one(cos
     assert not at.exception
     assert len(at.error) == 1, [e.value for e in at.error]
     message = at.error[0].value.replace("\\", "")  # Markdown-escaped on the page
-    assert f"({costly})" in message and "would take" in message and "over this server's limit" in message
+    assert methods.display_name(costly) in message and f"({costly})" not in message  # no raw id on screen
+    assert "would take" in message and "over this server's limit" in message
     offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
     assert len(offers) == 1
     named = offers[0].label[len("Use "):-len(" instead")]
