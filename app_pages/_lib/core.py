@@ -212,6 +212,8 @@ def guarded(what: str) -> Iterator[None]:
         yield
     except Stopped:  # `cached` said so, with its button to run it again
         pass
+    except cancel.Cancelled:  # this run was superseded (a new choice, Stop, a closed tab): no error, nothing failed
+        st.info("Stopped: the page changed while this was computing.")
     except budget.BudgetError as err:
         st.error(safe_text(err))
         if err.choice and getattr(err, "method_key", None):
