@@ -62,6 +62,7 @@ METHOD = MethodSpec(
     needs_classes=True,
     uses_head_fusion=False,
     uses_residual=False,
+    uses_discard=False,
     cumulative=False,
     layered=False,
     agreement="gxi",
