@@ -13,11 +13,12 @@ For default-text at 32, 128 and 512 tokens and default-image (257 tokens), in on
   RESULTS.md called the overhead).
 The three ways run interleaved (forward, explain, naive, maths in every round) and the medians are compared, so a
 load change during the run hits all of them. Peak memory: each way runs once in a fresh subprocess (model loaded,
-warmed up on 8 tokens, peak-RSS counter reset through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS
-before the call; malloc at glibc's defaults unless MALLOC_* is set in the environment (printed).
+warmed up on 8 tokens (an image: the same image), freed memory returned by malloc_trim, peak-RSS counter reset
+through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS before the call; malloc at glibc's defaults unless
+MALLOC_* is set in the environment (printed).
 
-Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory | --memory-only] [--bert-base]
-(--bert-base: peak memory also on a BERT-base-shaped random classifier at 1024 tokens.)
+Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory | --memory-only]
+[--bert-base] (--bert-base: peak memory also on a BERT-base-shaped random classifier at 1024 tokens.)
 """
 from __future__ import annotations
 
@@ -177,6 +178,13 @@ def _build_bert_base(folder: Path) -> None:
     tokenizer.save_pretrained(folder)
 
 
+def _trim() -> None:
+    import ctypes
+    import ctypes.util
+
+    ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+
+
 def _measure_peak(way: str, case: str) -> None:
     """Runs in the subprocess: one way on case `case` (an index of `_cases`, or a BERT-base folder), its extra peak
     RSS as JSON on stdout."""
@@ -193,6 +201,8 @@ def _measure_peak(way: str, case: str) -> None:
     call = {"explain": _explain, "naive": _naive, "forward": _forward}[way]
     small = _text_of(handle.processor, 8) if handle.modality == "text" else item
     call(handle, small)  # lazy imports and first-call allocations
+    _trim()  # the warm-up's freed memory back to the system, so the call is not served from it (an image's
+    # warm-up is the same image: without this the second call of a way reused its own first call's heap)
     Path("/proc/self/clear_refs").write_text("5")
     before = _status("VmRSS")
     call(handle, item)
