@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import time
+import uuid
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -19,6 +21,7 @@ from rollout_core.data.sentiment import generate
 from rollout_core.errors import RolloutError
 from rollout_core.models import measured
 from rollout_core.paths import corpus_dir
+from rollout_core.serving import budget
 
 MAX_ROWS = 2000
 COMPARE = "Compare two runs"
@@ -46,14 +49,38 @@ def _uploaded(n: int) -> pd.DataFrame | None:
                          "label": frame["label"] if "label" in frame else None})
 
 
+def _estimate(handle: Any, corpus: pd.DataFrame, method: str) -> tuple[list, float]:
+    """The budget's batches of the rows that can be explained and their summed estimate (the methods' own cost,
+    batched as the engine batches them)."""
+    rows = corpus_cells.usable(corpus).rows
+    batches = budget.corpus_batches(handle, list(rows["text"]), method, BATCH) if len(rows) else []
+    return batches, sum(budget.estimate_seconds(method, w) for w in batches)
+
+
 def _explain_with_progress(model_name: str, allow_pickle: bool, corpus: pd.DataFrame, method: str) -> pd.DataFrame:
-    """The rows of `corpus` that can be explained, explained; the skipped and cut ones named in session notes."""
+    """The rows of `corpus` that can be explained, explained within the compute budget (refused over the limit
+    with a cheaper choice; a heavy run takes a heavy slot, one per visitor, and has a Stop); the skipped and cut
+    rows named in session notes."""
     cells = corpus_cells.usable(corpus)
     st.session_state["corpus_notes"] = corpus_cells.describe(cells)
     if cells.rows.empty:
         raise RolloutError("no row has text to explain: " + "; ".join(st.session_state["corpus_notes"]))
     corpus = cells.rows
     model = core.load(model_name, allow_pickle)
+    try:
+        seconds = budget.check_batches(method, budget.corpus_batches(model, list(corpus["text"]), method, BATCH),
+                                       choices=budget.choices(model))
+    except budget.BudgetError as err:
+        err.method_key = "corpus_method"  # the refusal's cheaper method, offered as a button (core.guarded)
+        raise
+    if seconds < budget.HEAVY_SECONDS:
+        return _run(model, corpus, method)
+    request = st.session_state["corpus_request"] = uuid.uuid4().hex
+    with core.heavy_run(seconds, f"{methods.display_name(method)} on {len(corpus)} rows", request):
+        return _run(model, corpus, method)
+
+
+def _run(model: Any, corpus: pd.DataFrame, method: str) -> pd.DataFrame:
     bar, start, done = st.progress(0.0, text="starting"), time.monotonic(), 0
 
     def advance(rows: int) -> None:
@@ -107,6 +134,18 @@ with core.guarded("reading the corpus"):
             corpus, evidence = _generated(n)
         else:
             corpus = _uploaded(n)
+        if core.stopped(st.session_state.get("corpus_request", "")):  # its Stop was clicked: this is the rerun
+            st.info("Stopped: the corpus run was stopped and nothing of it was kept. Explain fewer rows, or choose "
+                    "a cheaper method, for a shorter run.")
+            st.session_state.pop("corpus_request")
+        if corpus is not None and handle is not None:
+            batches, seconds = _estimate(handle, corpus, method)
+            if batches:
+                over = seconds > budget.max_seconds()
+                st.caption(f"Estimated time with {methods.display_name(method)}: {budget.in_words(seconds)} for "
+                           f"{sum(w.batch for w in batches)} rows"
+                           + (f", over this server's limit of {budget.in_words(budget.max_seconds())}." if over
+                              else "."))
         if corpus is not None and model_name and st.button("Explain", type="primary"):
             st.session_state["corpus_results"] = _explain_with_progress(model_name, allow_pickle, corpus, method)
             st.session_state["corpus_evidence"] = evidence

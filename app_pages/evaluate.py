@@ -41,7 +41,7 @@ name, allow_pickle, method, _ = model_and_method(modality, method_header="Method
 
 handle = loaded(name, allow_pickle)
 runnable = [s.name for s in registry.runnable(handle)] if handle is not None else list(METHODS)
-choices = (*runnable, *REFERENCES)
+choices = tuple(dict.fromkeys((*runnable, *REFERENCES)))
 # the page's default (the model's measured best, what the Text and Image pages show) first, then plain rollout and
 # raw attention as the familiar baselines
 starting = list(dict.fromkeys(m for m in (method.method, "rollout", "attention") if m in runnable))
@@ -60,8 +60,9 @@ def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of fo
         st.caption(note)
 
 
-def _progress(bar: object, unit: str = "model passes") -> Callable[..., None]:
-    """A progress callback drawing into `bar`: count, what is running and the time left."""
+def _progress(bar: object, unit: str | None = None) -> Callable[..., None]:
+    """A progress callback drawing into `bar`: what is running, the time left and (with a `unit`) the count; without
+    one, done and total are one input's milliseconds of work (`StepProgress`)."""
     start = time.monotonic()
 
     def report(done: int, total: int, what: str = "") -> None:
@@ -130,6 +131,8 @@ with one:
         running.empty()
         if result is not None:
             _prediction(page_exp, result)
+            for note in result.notes:
+                st.warning(note)
             st.caption(what_ran(result))
             _table(*readable_table(result.table, result.not_computed))
             cols = st.columns(2)

@@ -146,6 +146,10 @@ def single_case(modality: str, repeats: int) -> None:
     three = list(dict.fromkeys((default_method(handle.name, [s.name for s in registry.runnable(handle)]),
                                 "rollout", "attention")))
 
+    from rollout_core.inputs.continuous import prepare_image, prepare_text
+
+    prepared = (prepare_text if modality == "text" else prepare_image)(handle, source)
+    masks = torch.rand(16, prepared.n, generator=torch.Generator().manual_seed(0)) < 0.5
     times: dict[str, list[float]] = {}
     for m in three:  # warm-up: kernels, the scoring copy of the model
         explain(handle, source, method=m)
@@ -153,6 +157,7 @@ def single_case(modality: str, repeats: int) -> None:
     for _ in range(repeats):
         for m in three:
             times.setdefault(m, []).append(_seconds(lambda m=m: explain(handle, source, method=m))[0])
+        times.setdefault("row", []).append(_seconds(lambda: prepared.probabilities(masks))[0] / len(masks))
         for name, kwargs in SINGLE_PROTOCOLS:
             if kwargs.get("page"):  # the page made it before the run (its prediction), so it is not timed
                 given = {three[0]: explain(handle, source, method=three[0])}
@@ -161,6 +166,7 @@ def single_case(modality: str, repeats: int) -> None:
             else:
                 times.setdefault(name, []).append(_seconds(lambda k=kwargs: evaluate_input(
                     handle, source, three, **k))[0])
+    estimates = [time_left_ratios(handle, source, three) for _ in range(max(1, repeats // 2))]
     med = {k: statistics.median(v) for k, v in times.items()}
     unit = sum(med[m] for m in three) / len(three)
     target = 15 if modality == "text" else 20
@@ -168,10 +174,27 @@ def single_case(modality: str, repeats: int) -> None:
           f"{', '.join(three)}; torch threads {torch.get_num_threads()}, {repeats} interleaved repeats, medians; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     print("  one explanation: " + ", ".join(f"{m} {med[m] * 1000:.0f} ms" for m in three)
-          + f"; unit (their mean) {unit * 1000:.0f} ms")
+          + f"; unit (their mean) {unit * 1000:.0f} ms; a scored row in a pass of 16: {med['row'] * 1000:.1f} ms = "
+          f"{med['row'] / unit:.2f} explanations ({prepared.n} positions)")
     for name, _ in SINGLE_PROTOCOLS:
         print(f"  {name:48s} {med[name]:7.3f} s = {med[name] / unit:6.1f} explanations"
               f"{f' (target <= {target})' if name.startswith('default') else ''}", flush=True)
+    low, high = min(e[0] for e in estimates), max(e[1] for e in estimates)
+    print(f"  time left shown / time it then took, every progress report of the default run ({len(estimates)} runs, "
+          f"reports with at least 10% of the run left): {low:.2f} .. {high:.2f} (target within 0.5 .. 2)", flush=True)
+
+
+def time_left_ratios(handle: object, source: object, methods: list[str]) -> tuple[float, float]:
+    """(lowest, highest) ratio of the time left a progress report implies (total - done, milliseconds of work) to
+    the time the run then took, over the reports made with at least 10% of the run still to go."""
+    from rollout_core.faithfulness.evaluate import evaluate_input
+
+    reports: list[tuple[float, int, int]] = []
+    start = time.perf_counter()
+    evaluate_input(handle, source, methods, progress=lambda d, t, w: reports.append((time.perf_counter(), d, t)))
+    end = time.perf_counter()
+    ratios = [((t - d) / 1000) / (end - at) for at, d, t in reports if t > 0 and end - at > 0.1 * (end - start)]
+    return (min(ratios), max(ratios)) if ratios else (float("nan"), float("nan"))
 
 
 def main() -> None:

@@ -3,8 +3,9 @@ budget count a request) beside its measured time, on the embedded models at a fe
 16-256 tokens, default-image and dinov2-small on a 224 px example image (257 positions, 12 layers), shapes-vit-tiny
 (64 px, 4 layers). Each time is a whole `explain_text` / `explain_image` call as the pages make it (forward pass
 included), the least of `--repeat` runs after a warm-up at the smallest size; cases estimated over `--max-seconds`
-are listed, not run. Prints estimate / measured per case and, per method, the range of the ratio (the target:
-within 0.5-2).
+are listed, not run. Then the Corpus page's case: 100 generated rows on default-text in batches of 16
+(`serving.budget.corpus_batches` summed, against `corpus.engine.explain_in_batches`). Prints estimate / measured
+per case and, per method, the range of the ratio (the target: within 0.5-2).
 
     flock /tmp/bench.lock nice -n 10 python benchmarks/bench_method_costs.py [--threads 1] [--repeat 2]
 """
@@ -57,6 +58,30 @@ def cases() -> list[tuple[str, object, object, object]]:
     return out
 
 
+def corpus_rows(chosen: list[str], max_seconds: float, ratios: dict[str, list[float]]) -> None:
+    """The Corpus page's estimate of a 100-row run beside the engine's measured time (one run after a warm batch)."""
+    import pandas as pd
+
+    from rollout_core.corpus.engine import explain_in_batches
+
+    handle, rows = load_model("default-text"), generate(100, seed=0)
+    frame = pd.DataFrame({"id": [str(i) for i in range(len(rows))], "text": [r.text for r in rows],
+                          "label": [r.label for r in rows]})
+    for spec in methods.runnable(handle):
+        if spec.name not in chosen:
+            continue
+        estimate = sum(spec.seconds(w) for w in budget.corpus_batches(handle, list(frame["text"]), spec.name, 16))
+        label = "default-text corpus, 100 rows in batches of 16"
+        if estimate > max_seconds:
+            print(f"| {label} | {spec.name} | | {estimate:.3g} s | not run (over {max_seconds:g} s) | |")
+            continue
+        explain_in_batches(handle, frame.head(16), spec.name, 16)
+        measured = _timed(lambda m=spec.name: explain_in_batches(handle, frame, m, 16), 1)
+        ratios.setdefault(spec.name, []).append(estimate / measured)
+        print(f"| {label} | {spec.name} | 100 rows | {estimate:.3g} s | {measured:.3g} s | {estimate / measured:.2f} |",
+              flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1: the shared machine)")
@@ -91,6 +116,7 @@ def main() -> None:
             ratios.setdefault(spec.name, []).append(estimate / measured)
             print(f"| {label} | {spec.name} | {where} | {estimate:.3g} s | {measured:.3g} s | "
                   f"{estimate / measured:.2f} |", flush=True)
+    corpus_rows(chosen, args.max_seconds, ratios)
     print()
     print("| method | cases | estimate / measured, min - max |")
     print("|---|---|---|")

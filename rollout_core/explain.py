@@ -34,7 +34,7 @@ from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
 from rollout_core.models.registry import DEFAULTS
-from rollout_core.options import Options, validate, with_overrides
+from rollout_core.options import SPECS, Options, validate, with_overrides
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
 from rollout_core.pipeline.batch import BatchResult, explain_batch
@@ -297,7 +297,7 @@ def _prepare_texts(
             getattr(handle.config, "problem_type", None) != "multi_label_classification"):
         head = calibrated_head(head, config_temperature(handle.config), handle.labels)
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
-                             max_length)
+                             SPECS["max_length"].check(max_length))
     encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
     return Prepared(handle, opts, head, targets, note, encoded=encoded, limit=limit, labels=labels, batched=batched,
                     batch_size=batch_size)
@@ -417,3 +417,4 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+__signature__ = inspect.signature(explain)  # what `help` / `inspect.signature(rollout_core.explain)` show

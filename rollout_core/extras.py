@@ -15,7 +15,6 @@ EXTRAS: dict[str, str] = {
     "app": "the dashboard (Streamlit)",
     "setup": "building the embedded default models (`rollout setup`)",
     "corpus": "explaining a whole corpus into Parquet files",
-    "evaluate": "the faithfulness evaluation",
     "export": "SVG/PDF export of figures",
     "ray": "the Ray engine (corpus and evaluate with --engine ray)",
     "dev": "the test suite",

@@ -2,14 +2,14 @@
 # Installs the project itself, editable (so `import rollout_core`, `python -m rollout_core` and `rollout` work from any
 # folder, and edits to this checkout take effect without reinstalling), with the extras a use needs at
 # requirements.txt's versions, then builds the embedded default models. Idempotent.
-#   bash scripts/install.sh dashboard   the dashboard: [app] and its pages' extras (corpus, evaluate, export), [setup]
+#   bash scripts/install.sh dashboard   the dashboard: [app] and its pages' extras (corpus, export), [setup]
 #   bash scripts/install.sh             everything: that, the test tools ([dev]), [ray], and Debian's chromium
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
 case "${1:-all}" in
-  dashboard) extras="app,setup,corpus,evaluate,export" ;;
-  all) extras="app,setup,corpus,evaluate,export,ray,dev" ;;
+  dashboard) extras="app,setup,corpus,export" ;;
+  all) extras="app,setup,corpus,export,ray,dev" ;;
   *) echo "usage: bash scripts/install.sh [dashboard|all]" >&2; exit 2 ;;
 esac
 if [ "${1:-all}" = all ] && ! command -v chromium >/dev/null 2>&1 && [ -x "$(command -v apt-get)" ] \

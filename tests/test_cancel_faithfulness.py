@@ -7,9 +7,9 @@ import torch
 
 from rollout_core import cancel
 from rollout_core.cancel import Cancelled
-from rollout_core.faithfulness import attribution
+from rollout_core.methods import integrated_gradients
 from rollout_core.faithfulness.evaluate import evaluate_dataset, summarize
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
 
 
 class CountingNet(torch.nn.Module):
@@ -38,13 +38,13 @@ def test_integrated_gradients_stop_after_the_first_steps():
     prepared, net = _prepared()
     with cancel.cancellable(lambda: net.calls >= 1):
         with pytest.raises(Cancelled):
-            attribution.integrated_gradients(prepared, 2, steps=32)
+            integrated_gradients.attribute(prepared, 2, steps=32)
     assert net.calls == 1  # one chunk of 8 of the 32 steps, then stopped
 
     net.calls = 0
     with cancel.cancellable(lambda: False):
-        scores = attribution.integrated_gradients(prepared, 2, steps=32)
-    assert net.calls >= attribution.IG_CHUNKS  # the steps ran in chunks, each after a checkpoint
+        scores = integrated_gradients.attribute(prepared, 2, steps=32)
+    assert net.calls >= integrated_gradients.CHUNKS  # the steps ran in chunks, each after a checkpoint
     with torch.no_grad():  # completeness: the attributions add up to f(x) - f(baseline)
         gap = float(net.net(prepared.x)[0, 2] - net.net(prepared.baseline)[0, 2])
     assert float(scores.sum()) == pytest.approx(gap, abs=1e-3)

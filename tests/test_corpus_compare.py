@@ -158,6 +158,19 @@ def test_any_split_and_order_of_the_work_gives_the_same_figures_to_the_bit(runs,
         assert whole.summary == other.summary
 
 
+def test_the_partition_writes_one_file_per_group_not_per_group_and_bucket(runs, tmp_path, monkeypatch) -> None:
+    """Runs in different orders are split in groups of ITEM_ROWS rows into buckets: one file per group (a row group
+    per bucket), so the scratch files grow with the rows, not with their square (was one file per group and bucket:
+    1250 files at 100k rows)."""
+    monkeypatch.setattr(cr, "ITEM_ROWS", 9)
+    monkeypatch.setattr(cr.shutil, "rmtree", lambda *args, **kwargs: None)  # keep the scratch folder to count
+    cr.compare_runs(runs["attention"], runs["attention_reversed"], replicates=20, scratch=tmp_path)
+    groups = {side: len(cr._splits(cr.open_run(runs[name]), side, 7, tmp_path))
+              for side, name in (("a", "attention"), ("b", "attention_reversed"))}
+    files = {side: len(list(tmp_path.glob(f"*/{side}/*.parquet"))) for side in "ab"}
+    assert files == groups and sum(groups.values()) < 2 * 7 * 7 / 2, (files, groups)  # 7 buckets of 9 of 60 rows
+
+
 def test_a_run_stored_in_another_order_is_matched_by_id(runs) -> None:
     """B written in reverse order (other chunks, other batches): matched row by row through hash buckets."""
     result = cr.compare_runs(runs["attention"], runs["attention_reversed"])

@@ -11,7 +11,7 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image, explain_text
 from rollout_core.faithfulness.evaluate import evaluate_input
-from rollout_core.faithfulness.scoring import scoring_model
+from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2
@@ -82,6 +82,7 @@ def _text_case(handle, text: str, batch_size: int) -> None:
     expected = _naive(probs_of, n, list(range(1, n - 1)), _vectors(explanations, n))
     _compare(result, expected)
     assert result.probability == pytest.approx(probs_of(set())[target], abs=1e-6)
+    assert result.baseline.name == "mask" and result.baseline.passed  # the loop's removal: [MASK]
     return expected
 
 
@@ -92,7 +93,7 @@ def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, 
 
 
 def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_handle, monkeypatch):
-    from rollout_core.faithfulness import scoring
+    from rollout_core.inputs import continuous as scoring
 
     handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
     passes: list[int] = []
@@ -103,7 +104,8 @@ def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_han
     # per ordering at most 9 inner deletion, insertion and negative-perturbation masks (positive perturbation is
     # deletion), plus all kept and all removed, shared by every ordering
     orderings = len(METHODS) + SEEDS
-    assert passes == [result.scored] and result.passes == 1 and result.scored <= orderings * 27 + 2
+    # the unperturbed and all-removed inputs first (the baseline's check, the curves' end points), then the rest
+    assert passes == [2, result.scored - 2] and result.passes == 2 and result.scored <= orderings * 27 + 2
     assert result.scored > 27 + 2  # the orderings differ: many distinct rows, still one pass
 
 
@@ -157,6 +159,7 @@ def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle)
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
     n = 1 + cols * cols
     expected = _naive(probs_of, n, list(range(1, n)), _vectors(explanations, n))
+    assert result.baseline.name == "mean"  # the loop's removal: the mean colour
     _compare(result, expected)
 
 

@@ -11,11 +11,12 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.explain import explain_image
-from rollout_core.faithfulness import attribution
+from rollout_core.maths import attribution as maths
+from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.evaluate import MEASURES, NOT_COMPUTED, RANDOM_SEEDS, evaluate_dataset, evaluate_input
 from rollout_core.faithfulness.measures import Item, measures, region
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
-from rollout_core.faithfulness.scoring import prepare_image
+from rollout_core.inputs.continuous import prepare_image
 from rollout_core.faithfulness.views import readable_table
 
 METHODS = ["rollout", "attention", "gradient"]
@@ -27,13 +28,13 @@ def _image() -> np.ndarray:
 
 def _counting(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
-    real = attribution.integrated_gradients
+    real = maths.integrated_gradients
 
     def counted(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - passes through
         calls.append(1)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(attribution, "integrated_gradients", counted)
+    monkeypatch.setattr(maths, "integrated_gradients", counted)
     return calls
 
 
@@ -78,8 +79,8 @@ def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle) -> None:  # 
     prepared = prepare_image(handle, image)
     target = int(prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0].argmax())
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
-    references = {"grad_x_input": attribution.input_x_gradient(prepared, target),
-                  "integrated_gradients": attribution.integrated_gradients(prepared, target)}
+    references = {"grad_x_input": grad_x_input.attribute(prepared, target),
+                  "integrated_gradients": integrated_gradients.attribute(prepared, target)}
     vectors = {m: [torch.as_tensor(e.scores)] for m, e in explanations.items()}
     vectors["random"] = [torch.rand(prepared.n, generator=torch.Generator().manual_seed(s), dtype=torch.float64)
                          for s in range(seeds)]

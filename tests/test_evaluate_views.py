@@ -71,6 +71,9 @@ def test_progress_text_counts_and_estimates_time_left() -> None:
     assert progress_text(0, 50, 0.0, "explaining with rollout") == "explaining with rollout · 0/50 model passes"
     assert progress_text(10, 50, 5.0) == "10/50 model passes · about 20 s left"  # 5 s per 10 -> 40 left: 20 s
     assert progress_text(1, 101, 2.0, unit="examples") == "1/101 examples · about 3.3 min left"
+    # one input: milliseconds of work, no count; no estimate while the total is not known
+    assert progress_text(400, 1000, 0.4, "scoring", unit=None) == "scoring · about 1 s left"
+    assert progress_text(400, 0, 0.4, "checking the deletion baseline", unit=None) == "checking the deletion baseline"
 
 
 def test_perturbation_progress_reports_every_chunk_and_scores_the_same() -> None:
@@ -101,8 +104,9 @@ def test_evaluate_input_progress_ends_at_its_total(tiny_handle) -> None:  # noqa
                    progress=lambda d, t, w: seen.append((d, t, w)))
     done = [d for d, _, _ in seen]
     assert done == sorted(done) and seen[-1][0] == seen[-1][1]
-    assert [w for _, _, w in seen[:2]] == ["explaining with rollout", "explaining with attention"]
-    assert all(d / t <= 1 for d, t, _ in seen)
+    assert [w for _, _, w in seen[:3]] == ["explaining with rollout", "checking the deletion baseline",
+                                          "explaining with attention"]
+    assert all(t == 0 or d <= t for d, t, _ in seen) and all(t > 0 for _, t, _ in seen[2:])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -152,14 +156,14 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001
-    from rollout_core.faithfulness import attribution
-    from rollout_core.faithfulness.scoring import prepare_text
+    from rollout_core.inputs.continuous import prepare_text
+    from rollout_core.methods import integrated_gradients
 
     prepared = prepare_text(tiny_handle("bert"), "the movie was not good")
     seen: list[int] = []
-    with_progress = attribution.integrated_gradients(prepared, 1, steps=20, progress=seen.append)
-    plain = attribution.integrated_gradients(prepared, 1, steps=20)
-    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in IG_CHUNKS = 4 passes of 5
+    with_progress = integrated_gradients.attribute(prepared, 1, seen.append, steps=20)
+    plain = integrated_gradients.attribute(prepared, 1, steps=20)
+    assert seen[:4] == [5, 10, 15, 20] and seen[-1] == 20  # 20 steps in CHUNKS = 4 passes of 5
     assert torch.allclose(with_progress, plain, atol=1e-6)
 
 

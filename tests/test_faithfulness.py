@@ -10,11 +10,14 @@ import pytest
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.faithfulness import attribution, ground_truth
+from rollout_core.faithfulness import ground_truth
+from rollout_core.maths.attribution import completeness_gap
+from rollout_core.maths.ranks import spearman
+from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.perturbation import (
     CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, perturbation_curves_many,
     trapezoid_auc)
-from rollout_core.faithfulness.scoring import PreparedInput, prepare_image, prepare_text
+from rollout_core.inputs.continuous import PreparedInput, prepare_image, prepare_text
 
 
 # ----------------------------------------------------------------------------------------------
@@ -176,11 +179,11 @@ def test_pointing_mass_iou_hand_cases():
 
 def test_spearman_identities_and_formula():
     a = np.array([0.1, 0.5, 0.3, 0.9, 0.7])
-    assert attribution.spearman(a, a * 3 + 1) == pytest.approx(1.0)
-    assert attribution.spearman(a, -a) == pytest.approx(-1.0)
+    assert spearman(a, a * 3 + 1) == pytest.approx(1.0)
+    assert spearman(a, -a) == pytest.approx(-1.0)
     b = np.array([0.2, 0.1, 0.3, 0.5, 0.4])  # ranks a: 1 3 2 5 4, b: 2 1 3 5 4 -> d^2 = 1 4 1 0 0
-    assert attribution.spearman(a, b) == pytest.approx(1 - 6 * 6 / (5 * 24))
-    assert np.isnan(attribution.spearman(a, np.ones(5)))
+    assert spearman(a, b) == pytest.approx(1 - 6 * 6 / (5 * 24))
+    assert np.isnan(spearman(a, np.ones(5)))
 
 
 def _mlp_input() -> tuple[PreparedInput, torch.nn.Module]:
@@ -195,7 +198,8 @@ def _mlp_input() -> tuple[PreparedInput, torch.nn.Module]:
 
 def test_integrated_gradients_completeness_on_a_small_model():
     prepared, net = _mlp_input()
-    scores, delta = attribution.integrated_gradients(prepared, 2, steps=64, return_delta=True)
+    scores = integrated_gradients.attribute(prepared, 2, steps=64)
+    delta = completeness_gap(prepared.forward, prepared.x, prepared.baseline, 2, scores)
     with torch.no_grad():
         gap = float(net(prepared.x)[0, 2] - net(prepared.baseline)[0, 2])
     assert float(scores.sum()) == pytest.approx(gap, abs=1e-4)
@@ -212,7 +216,7 @@ def test_input_x_gradient_of_a_linear_model_by_hand():
 
     prepared = PreparedInput(2, torch.ones(2, dtype=torch.bool), x, torch.zeros_like(x),
                              torch.arange(2)[:, None].expand(2, 2), forward)
-    scores = attribution.input_x_gradient(prepared, 1)
+    scores = grad_x_input.attribute(prepared, 1)
     assert scores.tolist() == pytest.approx([2 * 1 - 2 * 1, 0.5 * 4 - 3])
 
 
@@ -258,7 +262,7 @@ def test_image_perturbation_replaces_whole_patches_with_the_mean_colour(tiny):
 
 def test_integrated_gradients_completeness_on_tiny_bert(tiny):
     prepared = prepare_text(tiny["bert"], "i loved it but the plot was boring")
-    scores, _ = attribution.integrated_gradients(prepared, 0, steps=64, return_delta=True)
+    scores = integrated_gradients.attribute(prepared, 0, steps=64)
     with torch.no_grad():
         gap = float(prepared.forward(prepared.x)[0, 0] - prepared.forward(prepared.baseline)[0, 0])
     assert float(scores.sum()) == pytest.approx(gap, abs=2e-3 + 0.02 * abs(gap))
@@ -272,8 +276,10 @@ def test_evaluate_input_text(tiny):
     result = evaluate_input(tiny["bert"], text, evidence=[(14, 22)])
     from rollout_core import methods
 
-    # every registered method that can run on it (alti_tuned needs a record of fine-tuned blocks), then chance
-    assert list(result.table.index) == [*(m for m in methods.names() if m != "alti_tuned"), "random"]
+    # every registered method that can run on it (alti_tuned needs a record of fine-tuned blocks) but the
+    # attention-free references (measured when asked for), then chance
+    assert list(result.table.index) == [*(m for m in methods.names() if m != "alti_tuned"
+                                          and not methods.get(m).attention_free), "random"]
     assert list(result.table.columns) == list(MEASURES)
     assert result.table[["pointing_game", "mass_share", "iou"]].notna().all().all()
     assert set(result.curves["curve"]) == {"deletion", "insertion", "positive", "negative"}

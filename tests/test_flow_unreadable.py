@@ -70,3 +70,15 @@ def test_the_compare_page_compares_no_map_that_is_not_meaningful(tiny_model_dir:
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("side A" in w.value and "not meaningful" in w.value for w in at.warning), [w.value for w in at.warning]
     assert explorers(at) == []
+
+
+def test_a_missing_matrix_is_not_called_too_costly():
+    """Issue 26: "too costly ... about 0.00086 s": a matrix that was not asked for is said to be not computed."""
+    from explanations import make_explanation
+
+    from rollout_core.errors import InputError
+    from rollout_core.figures import matrix_heatmap
+
+    with pytest.raises(InputError) as err:
+        matrix_heatmap(make_explanation(["[CLS]", "a", "b"], [0.2, 0.5, 0.3], method="flow"))
+    assert "too costly" not in str(err.value) and "only the explained row was computed" in str(err.value)

@@ -39,9 +39,12 @@ def test_the_cost_grows_with_the_input_and_the_model(name: str, size: str):
 
 
 @pytest.mark.parametrize("name", methods.names())
-def test_a_batch_costs_its_inputs_one_by_one(name: str):
+def test_a_batch_costs_about_its_inputs_one_by_one(name: str):
+    """Five inputs in one call: more than one, at most five calls (the call's own handling is paid once), and
+    mostly the five inputs' work."""
     spec = methods.get(name)
-    assert spec.seconds(dataclasses.replace(TEXT, batch=5)) == pytest.approx(5 * spec.seconds(TEXT))
+    one, five = spec.seconds(TEXT), spec.seconds(dataclasses.replace(TEXT, batch=5))
+    assert one < five <= 5 * one and five > 3 * one
 
 
 def test_the_costs_grow_as_their_methods_work():

@@ -138,6 +138,18 @@ def test_a_methods_uses_flags_say_which_options_change_its_result(kind: str,
             assert differs == getattr(spec, SPECS[name].uses), (spec.name, name)
 
 
+def test_max_length_is_checked_by_the_table_in_the_api_and_the_cli(capsys: pytest.CaptureFixture[str],
+                                                                   tiny_handle: Callable[[str], Any],
+                                                                   tmp_path: Path) -> None:
+    bert = tiny_handle("bert")
+    assert len(explain.explain(bert, "the cat sat on the mat", max_length=4).tokens) == 4
+    for value in (1, -3, True, 2.5):
+        with pytest.raises(InputError, match="max_length must be an integer"):
+            explain.explain(bert, "the cat", max_length=value)
+    status, _, err = _cli(capsys, "text", "--model", str(tmp_path / "missing"), "--text", "hi", "--max-length", "1")
+    assert status == 2 and err.count("\n") == 1 and "max_length must be an integer of at least 2" in err
+
+
 def test_an_unknown_option_is_named() -> None:
     with pytest.raises(InputError, match="unknown option 'residual'"):
         with_overrides(None, {"residual": 1.0})

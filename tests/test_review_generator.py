@@ -13,7 +13,7 @@ V4_SHAPES = {"surface", "alone", "indirect_review", "turn_in_sentence"}
 
 @pytest.fixture(scope="module")
 def generated():
-    return {version: reviews.generate(1200, seed=0, vader=True, version=version) for version in (3, 4)}
+    return {version: reviews.generate(1200, seed=0, vader=True, version=version) for version in (3, 4, 5)}
 
 
 def test_seeded_and_balanced(generated):
@@ -63,3 +63,17 @@ def test_no_hand_written_evaluation_sentence_is_generated(generated):
     assert len(theirs) > 200
     copied = theirs & ours
     assert not copied, sorted(copied)[:5]
+
+
+def test_from_version_5_the_turn_marker_does_not_give_the_label_away():
+    """In v3/v4 "Still," always led to a POSITIVE turn; from v5 each label-free marker leads both ways often, so
+    the sentence after it has to decide."""
+    def counts(version):
+        made = reviews.generate(6000, seed=2, version=version)
+        return Counter((r.positive, marker) for r in made if r.positive != 0.5
+                       for marker in reviews.TURNS if f". {marker}" in r.text or r.text.startswith(marker))
+    v4, v5 = counts(4), counts(5)
+    assert v4[(1.0, "Still, ")] > 20 and v4[(0.0, "Still, ")] == 0
+    for marker in reviews.TURNS:
+        positive, negative = v5[(1.0, marker)], v5[(0.0, marker)]
+        assert positive + negative >= 20 and min(positive, negative) >= 0.25 * (positive + negative), marker

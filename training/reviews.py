@@ -415,6 +415,11 @@ CONTRAST_NEG = ["However, ", "Unfortunately, ", "Sadly, ", "But ", "Then again, 
                 "The problem is that ", "Shame that "]
 CONTRAST_POS = ["Still, ", "That said, ", "But ", "Even so, ", "Despite that, ", "In the end, ", "Luckily, ",
                 "Thankfully, ", "On the plus side, "]
+# v5: turns that say only "the next part counts", drawn for both labels: in v3/v4 "Still," and "That said," only
+# ever led to a POSITIVE turn and "However," to a NEGATIVE one, so the marker alone gave the label away (AttnLRP on
+# default-text put its top score on "Still" in the generated test set's "X was nasty. Still, I would recommend Y").
+TURNS = ["Still, ", "That said, ", "But ", "Even so, ", "However, ", "Then again, ", "On the other hand, ",
+         "Despite that, ", "In the end, ", "Mind you, "]
 
 
 def vader_words(min_abs: float = 2.0, max_std: float = 1.0) -> dict[bool, list[str]]:
@@ -549,17 +554,23 @@ class _Writer:
                       else ['The one good thing:', 'Only upside:', 'The single plus:', 'To be fair,'])
             text = f"{lead} {r.choice(labels)} {tail}."
         elif form == 2:
-            turn = r.choice(CONTRAST_POS if positive else CONTRAST_NEG)
-            text = f"{minor}. {turn}{_low(self._claim(kind, positive, thing))}"
+            text = f"{minor}. {self.turn(positive)}{_low(self._claim(kind, positive, thing))}"
         else:
             text = f"Although {_low(minor)}, {_low(self._claim(kind, positive, thing))}"
         return text
+
+    def turn(self, positive: bool) -> str:
+        """The marker before the deciding sentence; from v5 mostly one that does not depend on the label."""
+        r = self.rng
+        if self.version >= 5 and r.random() < 0.75:
+            return r.choice(TURNS)
+        return r.choice(CONTRAST_POS if positive else CONTRAST_NEG)
 
     def contrast(self, kind, positive, thing):
         r = self.rng
         first = self._claim(kind, not positive, thing)
         second = self._claim(kind, positive, thing)
-        marker = r.choice(CONTRAST_POS if positive else CONTRAST_NEG)
+        marker = self.turn(positive)
         if r.random() < 0.4:
             start = r.choice(FIRST_NEG if positive else FIRST_POS)
             return f"{start} {r.choice(TURN_TO_POS if positive else TURN_TO_NEG)}"

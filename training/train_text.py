@@ -47,7 +47,13 @@ BASE = {
     "max_tokens": 96,
     "threads": 1,
     "test_sentences": 2000,
+    "start_from": None,         # "git:REV:PATH" of an earlier stored delta to continue from (None: the package weights)
 }
+PREVIOUS = "git:fc9405d8ec0ed7f6edd03437be276a00bec4a019:rollout_core/assets/text-sentiment/trained.safetensors"
+"""The first issue-27 model (variant all6-tweets), read from the repository's history."""
+_CONTINUE = {"trained_layers": [0, 1, 2, 3, 4, 5], "vader": True, "start_from": PREVIOUS, "seed": 1, "epochs": 1,
+             "learning_rate": 3e-5, "review_sentences": 1800, "template_sentences": 1600, "tweets": 600,
+             "max_tokens": 64}
 VARIANTS = {
     "top3": {},
     "top3-vader": {"vader": True},
@@ -59,10 +65,31 @@ VARIANTS = {
                        "template_sentences": 3000},
     "all6-v4": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True, "tweets": 5000,
                 "template_sentences": 3000, "generator": 4},
+    # one short epoch from the first issue-27 model (a whole run takes hours on a loaded 2-core machine)
+    "continue-v4": {**_CONTINUE, "generator": 4},
+    "continue-v3": {**_CONTINUE, "generator": 3},
+    "continue-v4-templates": {**_CONTINUE, "generator": 4, "template_sentences": 3200},
+    "continue-v4-mostly-templates": {**_CONTINUE, "generator": 4, "template_sentences": 3000,
+                                     "review_sentences": 1200, "tweets": 400},
+    "continue-v5": {**_CONTINUE, "generator": 5, "template_sentences": 3200},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "all6-tweets"
 POSITIVE_INDEX = LABELS.index("POSITIVE")
+
+
+def stored_delta(source: str) -> dict[str, torch.Tensor]:
+    """A stored delta named "git:REV:PATH" (read from this checkout's history) or by a file path."""
+    import subprocess
+
+    from safetensors.torch import load, load_file
+
+    if source.startswith("git:"):
+        _, rev, path = source.split(":", 2)
+        data = subprocess.run(["git", "show", f"{rev}:{path}"], capture_output=True, check=True,
+                              cwd=Path(__file__).resolve().parent).stdout
+        return load(data)
+    return load_file(source)
 
 
 def trained_prefixes(layers: list[int]) -> tuple[str, ...]:
@@ -79,6 +106,8 @@ def make_model(settings: dict):
     missing, unexpected = model.load_state_dict(base_state_dict(base), strict=False)
     if unexpected or any(not key.startswith("classifier.") for key in missing):
         raise RuntimeError(f"base weights do not fit: missing {missing}, unexpected {unexpected}")
+    if settings.get("start_from"):
+        model.load_state_dict(deltas.merge(base_state_dict(base), stored_delta(settings["start_from"])), strict=False)
     prefixes = trained_prefixes(settings["trained_layers"])
     for name, param in model.named_parameters():
         param.requires_grad = name.startswith(prefixes)
@@ -236,7 +265,11 @@ def train(settings: dict) -> tuple[dict[str, torch.Tensor], dict]:
     for epoch in range(settings["epochs"]):
         _set_train_mode(model, frozen)
         total = 0.0
-        for idx in length_batches(lengths, settings["batch_size"], generator):
+        batches = length_batches(lengths, settings["batch_size"], generator)
+        for step, idx in enumerate(batches):
+            if step % 25 == 0:
+                print(f"epoch {epoch + 1} batch {step}/{len(batches)} at {time.perf_counter() - started:.0f} s",
+                      flush=True)
             logits = top_logits(model, [features[i] for i in idx], frozen)
             loss = torch.nn.functional.cross_entropy(logits, soft[idx])
             optimizer.zero_grad()

@@ -62,41 +62,59 @@ def _run_again(request: str) -> None:
     st.session_state.setdefault(STOPPED, set()).discard(request)
 
 
-def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0, what: str = "") -> Any:
-    """`compute()` through `results()`. An estimated `seconds` of `budget.HEAVY_SECONDS` or more takes a heavy
-    slot (one at a time per visitor; waiting with a note when it cannot have one), runs cancellably and shows,
-    while it runs, its estimate (`what`: what it is, for the note) and a Stop button; a stopped request is not
-    started again by the reruns that follow until the visitor asks (`Stopped`)."""
+def stopped(request: str) -> bool:
+    """Whether this session stopped the heavy request `request` (its Stop button)."""
+    return request in st.session_state.get(STOPPED, ())
+
+
+@contextmanager
+def heavy_run(seconds: float | None, what: str, request: str, stop: bool = True) -> Iterator[None]:
+    """Run the block as a heavy job estimated at `seconds` (None: not estimated): it says its estimate (`what`: what
+    it is) with a Stop
+    button (remembered under `request`, see `stopped`; `stop` False: the page shows its own), waits with a note for
+    one of the server's heavy slots (one at a time per visitor), and runs cancellably (a Stop, a rerun or a closed
+    tab ends it at its next checkpoint); the note and the button go when the block ends."""
+    title = what[:1].upper() + what[1:] if what else "Computing"
+    running = (f"{title}: estimated {budget.in_words(seconds)} on this server." if seconds is not None else
+               f"{title}: one of the server's long computations.")
+    panel = st.empty()
+    with panel.container():
+        note = st.empty()
+        note.info(running)
+        if stop:
+            st.button("Stop", key=f"stop_{request}", on_click=_stop, args=(request,),
+                      help="Stops the computation at its next step; nothing is lost but this result.")
+
+    def waiting(place: budget.Place) -> None:
+        why = "" if place.own else "the server is running its maximum of long computations; "
+        note.info(f"Waiting for a free slot: {why}{budget.place_in_words(place)}. ({running})")
+
+    try:
+        with budget.heavy_slot(on_wait=waiting, owner=visitor()):
+            note.info(running)
+            with cancel.cancellable(_session_gone()):
+                yield
+    finally:
+        panel.empty()
+
+
+def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0, what: str = "", stop: bool = True,
+           estimated: bool = True) -> Any:
+    """`compute()` through `results()`. An estimated `seconds` of `budget.HEAVY_SECONDS` or more runs as a
+    `heavy_run` (its estimate unless not `estimated`, a Stop unless the page has its own: `stop`, a heavy slot,
+    cancellable); a stopped request is not started again by the reruns that follow until the visitor asks
+    (`Stopped`)."""
     if seconds < budget.HEAVY_SECONDS:
         return results().get_or_compute(key, compute)
     request = _request_id(key)
 
     def heavy() -> Any:
-        if request in st.session_state.get(STOPPED, ()):
-            st.info(f"Stopped{': ' + what if what else ''} (estimated {budget.in_words(seconds)}). Change the "
-                    "input or the method, or run it again.")
+        if stopped(request):
+            st.info(f"Stopped{': ' + what if what else ''}. Change the input or the method, or run it again.")
             st.button("Run it again", key=f"again_{request}", on_click=_run_again, args=(request,))
             raise Stopped(request)
-        panel = st.empty()
-        with panel.container():
-            note = st.empty()
-            note.info(f"{what[:1].upper() + what[1:] if what else 'Computing'}: estimated {budget.in_words(seconds)} "
-                      "on this server.")
-            st.button("Stop", key=f"stop_{request}", on_click=_stop, args=(request,),
-                      help="Stops the computation at its next step; nothing is lost but this result.")
-
-        def waiting(place: budget.Place) -> None:
-            why = "" if place.own else "the server is running its maximum of long computations; "
-            note.info(f"Waiting for a free slot: {why}{budget.place_in_words(place)}.")
-
-        try:
-            with budget.heavy_slot(on_wait=waiting, owner=visitor()):
-                note.info(f"{what[:1].upper() + what[1:] if what else 'Computing'}: estimated "
-                          f"{budget.in_words(seconds)} on this server.")
-                with cancel.cancellable(_session_gone()):
-                    return compute()
-        finally:
-            panel.empty()
+        with heavy_run(seconds if estimated else None, what, request, stop):
+            return compute()
 
     return results().get_or_compute(key, heavy)
 
@@ -244,7 +262,8 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
     return cached(key,
                   lambda: evaluate.evaluate_input(handle, source, list(methods), references=references, seeds=seeds,
                                                   progress=progress, explanations=explanations, **kwargs),
-                  _evaluation_seconds(handle, source, methods, options))
+                  _evaluation_seconds(handle, source, methods, options),
+                  f"evaluating {len(methods)} method{'s' if len(methods) != 1 else ''} on this input", stop=False)
 
 
 def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple[str, ...], limit: int,
@@ -259,4 +278,4 @@ def evaluate_dataset(name: str, allow_pickle: bool, dataset: str, methods: tuple
     return cached(("dataset", name, allow_pickle, dataset, methods, limit, options, references),
                   lambda: evaluate.evaluate_dataset(handle, dataset, list(methods), limit=limit, progress=progress,
                                                     references=references, collect=collect, **kwargs),
-                  budget.HEAVY_SECONDS)
+                  budget.HEAVY_SECONDS, f"evaluating {limit} examples", stop=False, estimated=False)

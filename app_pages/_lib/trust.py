@@ -76,7 +76,8 @@ def _deletion_sentence(record: dict, values: dict, kind: str, method: str) -> st
     if not isinstance(deletion, (int, float)):
         return ""
     what = "tokens" if kind == "text" else "patches"
-    reference = {} if method == "integrated_gradients" else (record.get("methods") or {}).get("integrated_gradients")
+    ig = next(s.name for s in methods.all_methods() if s.agreement == "ig")  # the reference with completeness
+    reference = {} if method == ig else (record.get("methods") or {}).get(ig)
     beside = ", ".join(f"{name} {v['deletion_auc']:.2f}" for name, v in
                        (("integrated gradients", reference or {}), ("random", record.get("random") or {}))
                        if isinstance(v.get("deletion_auc"), (int, float)))

@@ -131,10 +131,11 @@ class _Slice:
 
 @dataclass(frozen=True)
 class _Bucket:
-    """One hash bucket of both runs, as written by `_partition` (A's files carry each row's stored position)."""
+    """One hash bucket of both runs, as written by `_split`: (file, row group) pieces (A's carry each row's stored
+    position)."""
 
-    files_a: tuple[str, ...]
-    files_b: tuple[str, ...]
+    files_a: tuple[tuple[str, int], ...]
+    files_b: tuple[tuple[str, int], ...]
 
 
 def _ranges(run: StoredRun, start: int, stop: int) -> tuple[tuple[str, int, int], ...]:
@@ -156,8 +157,9 @@ def _load(item: _Slice | _Bucket, columns: Sequence[str] = COLUMNS) -> tuple[pa.
     if isinstance(item, _Slice):
         a = _read_ranges(item.files_a, columns)
         return a, _read_ranges(item.files_b, columns), np.arange(item.start, item.start + len(a))
-    a = pa.concat_tables([pq.ParquetFile(f).read(columns=[*columns, "_position"]) for f in item.files_a])
-    b = pa.concat_tables([pq.ParquetFile(f).read(columns=list(columns)) for f in item.files_b])
+    a = pa.concat_tables([pq.ParquetFile(f).read_row_group(g, columns=[*columns, "_position"])
+                          for f, g in item.files_a])
+    b = pa.concat_tables([pq.ParquetFile(f).read_row_group(g, columns=list(columns)) for f, g in item.files_b])
     return a.drop_columns("_position"), b, a.column("_position").to_numpy()
 
 
@@ -179,9 +181,10 @@ class _Split:
     scratch: str
 
 
-def _split(job: _Split) -> list[list[str]]:
-    """Rows of `job.files` by bucket (key % buckets) into scratch/<side>/b<bucket>-g<group>.parquet; A's rows with
-    their stored positions. Returns each bucket's file (empty list where no row fell)."""
+def _split(job: _Split) -> list[list[tuple[str, int]]]:
+    """Rows of `job.files` by bucket (key % buckets) into scratch/<side>/g<group>.parquet, one row group per bucket
+    (one file per group, not per group and bucket: the pieces grow as (rows / ITEM_ROWS)^2); A's rows with their
+    stored positions. Returns each bucket's (file, row group) (empty list where no row fell)."""
     tables = []
     position = job.first_position
     for file in job.files:
@@ -192,15 +195,21 @@ def _split(job: _Split) -> list[list[str]]:
         tables.append(table)
     table = pa.concat_tables(tables)
     bucket = row_keys(table.column("id").to_pylist()) % np.uint64(job.buckets)
-    out: list[list[str]] = []
-    for index in range(job.buckets):
-        rows = np.flatnonzero(bucket == index)
-        if not len(rows):
-            out.append([])
-            continue
-        path = Path(job.scratch) / job.side / f"b{index:06d}-g{job.group:06d}.parquet"
-        pq.write_table(table.take(pa.array(rows)), path)
-        out.append([str(path)])
+    order = np.argsort(bucket, kind="stable")
+    ends = np.searchsorted(bucket[order], np.arange(job.buckets + 1))
+    table = table.take(pa.array(order))
+    path = str(Path(job.scratch) / job.side / f"g{job.group:06d}.parquet")
+    out: list[list[tuple[str, int]]] = []
+    groups = 0
+    with pq.ParquetWriter(path, table.schema) as writer:
+        for index in range(job.buckets):
+            lo, hi = int(ends[index]), int(ends[index + 1])
+            if lo == hi:
+                out.append([])
+                continue
+            writer.write_table(table.slice(lo, hi - lo), row_group_size=hi - lo)  # one row group per bucket
+            out.append([(path, groups)])
+            groups += 1
     return out
 
 
@@ -323,7 +332,7 @@ def _partitioned(a: StoredRun, b: StoredRun, scratch: Path, engine: str, workers
                  progress: Progress | None) -> list[_Bucket]:
     """Both runs hash-partitioned by id into buckets of about ITEM_ROWS rows under `scratch`."""
     buckets = max(1, math.ceil(a.rows / ITEM_ROWS))
-    files: dict[str, list[list[str]]] = {"a": [[] for _ in range(buckets)], "b": [[] for _ in range(buckets)]}
+    files: dict[str, list[list[tuple[str, int]]]] = {side: [[] for _ in range(buckets)] for side in "ab"}
     jobs = []
     for run, side in ((a, "a"), (b, "b")):
         (scratch / side).mkdir()

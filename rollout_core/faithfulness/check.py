@@ -11,7 +11,7 @@ import torch
 from rollout_core.errors import InputError
 from rollout_core.explanation import Explanation
 from rollout_core.faithfulness.perturbation import perturbation_curves_many
-from rollout_core.faithfulness.scoring import prepare_image, prepare_text
+from rollout_core.inputs.continuous import prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 CHECK_SEEDS = 10

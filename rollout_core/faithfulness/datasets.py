@@ -9,7 +9,7 @@ import pandas as pd
 
 from rollout_core.errors import InputError
 from rollout_core.faithfulness.measures import AGREEMENT, DEFAULT_REFERENCES, METHODS, REFERENCES, Item
-from rollout_core.faithfulness.scoring import require_classifier
+from rollout_core.inputs.continuous import require_classifier
 from rollout_core.models.handle import ModelHandle
 
 GENERATED_SIZE = 100

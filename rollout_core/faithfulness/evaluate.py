@@ -38,7 +38,8 @@ from rollout_core.faithfulness.datasets import (
     load_handle,
     parse_label,
 )
-from rollout_core.faithfulness.item import evaluate_item
+from rollout_core.faithfulness.baseline import BaselineCheck, separation_note
+from rollout_core.faithfulness.item import ItemResult, evaluate_item
 from rollout_core.faithfulness.measures import (
     AGREEMENT,
     BETTER,
@@ -53,11 +54,12 @@ from rollout_core.faithfulness.measures import (
     StepProgress,
     not_computed,
 )
+from rollout_core.inputs.continuous import BASELINES
 from rollout_core.models.handle import ModelHandle
 from rollout_core.serving.workers import map_items
 
-__all__ = ["AGREEMENT", "BETTER", "DEFAULT_REFERENCES", "GENERATED_SIZE", "IMAGE_SUFFIXES", "INPUT_REFERENCES",
-           "MEASURES", "METHODS",
+__all__ = ["AGREEMENT", "BASELINES", "BETTER", "DEFAULT_REFERENCES", "GENERATED_SIZE", "IMAGE_SUFFIXES",
+           "INPUT_REFERENCES", "MEASURES", "METHODS",
            "NOT_COMPUTED", "RANDOM", "RANDOM_SEEDS", "REFERENCES", "DatasetEvaluation", "InputEvaluation", "Item",
            "Progress", "StepProgress", "evaluate_dataset", "evaluate_input", "item_rows", "markdown_table", "summarize"]
 
@@ -82,6 +84,8 @@ class InputEvaluation:
     seeds: int = RANDOM_SEEDS  # random orderings behind the random row
     scored: int = 0  # distinct perturbed inputs scored (every method's and ordering's, shared ones once)
     passes: int = 0  # forward passes that scored them
+    baseline: BaselineCheck | None = None  # what removed positions became, and what removing everything did
+    notes: tuple[str, ...] = ()  # what the reader must know: a baseline that did not move the prediction, no separation
 
 
 @dataclass
@@ -115,6 +119,7 @@ def evaluate_input(
     progress: StepProgress | None = None,
     batch_size: int | None = None,
     explanations: dict[str, Explanation] | None = None,
+    baseline: str | None = None,
     **options: Any,
 ) -> InputEvaluation:
     """Every method's curves and measures on one text or image (the handle's modality decides which).
@@ -127,7 +132,9 @@ def evaluate_input(
     `progress` is told how far the work is (`StepProgress`). `batch_size`: perturbed inputs per forward pass (None:
     every perturbation of every method in as few passes as the memory budget allows; 1: one per forward on the
     model as loaded, the unbatched reference path; same numbers within 1e-6). `explanations`: methods'
-    explanations of this input made with the same `options` (e.g. the page's own), not made again.
+    explanations of this input made with the same `options` (e.g. the page's own), not made again. `baseline`:
+    what a removed position becomes (`BASELINES` of the modality); None: the first of them with which removing
+    everything takes the prediction near chance (`InputEvaluation.baseline` says which, `notes` why).
     """
     handle = load_handle(model)
     label = None if label is None else parse_label(label, handle.labels or [], "label")
@@ -135,12 +142,13 @@ def evaluate_input(
     references = check_references(references, handle.modality, INPUT_REFERENCES)
     result = evaluate_item(handle, Item(input, label, evidence, mask), methods, seeds, options,
                            references=references, progress=progress, batch_size=batch_size,
-                           explanations=explanations)
+                           explanations=explanations, baseline=baseline)
     table = pd.DataFrame([{k: r[k] for k in ("method", *MEASURES)} for r in result.rows]).set_index("method")
     return InputEvaluation(curves=result.curves, table=table, predicted=result.predicted,
                            probability=result.probability, explanations=result.explanations,
                            not_computed=not_computed(references, methods), references=references, seeds=seeds,
-                           scored=result.scored, passes=result.passes)
+                           scored=result.scored, passes=result.passes, baseline=result.baseline,
+                           notes=_notes(result, table))
 
 
 def evaluate_dataset(
@@ -206,9 +214,16 @@ def item_rows(handle: ModelHandle, index: int, item: Item, methods: list[str], s
               references: tuple[str, ...], batch_size: int | None = None) -> list[dict[str, Any]]:
     """The per-example rows (one per method and the random baseline) of data-set example `index`."""
     result = evaluate_item(handle, item, methods, seeds, options, index, references=references,
-                           batch_size=batch_size)
+                           batch_size=batch_size, baseline=BASELINES[handle.modality][0])
     return [{"example": index, "label": item.label, "predicted": result.predicted,
              "correct": item.label == result.predicted, **row} for row in result.rows]
+
+
+def _notes(result: ItemResult, table: pd.DataFrame) -> tuple[str, ...]:
+    """The baseline's note (it did not move the prediction near chance) and the curves' (they do not separate)."""
+    notes = [result.baseline.note(result.predicted)] if result.baseline is not None else []
+    notes.append(separation_note(table["deletion_auc"].to_dict(), table["insertion_auc"].to_dict()))
+    return tuple(n for n in notes if n)
 
 
 def summarize(rows: list[dict[str, Any]], methods: Sequence[str], count: int,

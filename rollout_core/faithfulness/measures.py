@@ -16,14 +16,17 @@ import torch
 
 from rollout_core import methods as method_registry
 from rollout_core.explanation import Explanation
-from rollout_core.faithfulness import attribution, ground_truth
+from rollout_core.faithfulness import ground_truth
 from rollout_core.faithfulness.perturbation import CurveSet
-from rollout_core.faithfulness.scoring import PreparedInput
+from rollout_core.inputs.continuous import PreparedInput
+from rollout_core.maths.ranks import spearman
 
-METHODS = method_registry.names()
-REFERENCES = ("grad_x_input", "integrated_gradients")
-AGREEMENT = {"gxi": "grad_x_input", "ig": "integrated_gradients"}
-"""Agreement reference (its measure is spearman_<name>) -> the attribution computed for it."""
+AGREEMENT = {s.agreement: s.name for s in method_registry.all_methods() if s.agreement}
+"""Agreement reference (its measure is spearman_<key>) -> the attention-free method computed for it."""
+REFERENCES = tuple(AGREEMENT.values())
+"""Attention-free methods measured only when asked (default method lists leave them out); the agreement measures
+compare every method with them."""
+METHODS = tuple(m for m in method_registry.names() if m not in REFERENCES)
 DEFAULT_REFERENCES = {"text": ("gxi", "ig"), "image": ("gxi",)}
 """A data set's references unless others are asked for (the recorded tables). Images leave out integrated
 gradients: its 32 gradient passes cost about 40 explanations of an image, more than everything else together."""
@@ -41,8 +44,10 @@ BETTER = {"deletion_auc": "lower", "insertion_auc": "higher", "positive_auc": "l
           "spearman_ig": "higher"}
 
 StepProgress = Callable[[int, int, str], None]
-"""progress(done, total, what) on one input, in model passes: one per explanation, one for gradient x input, the
-integrated-gradient steps, then the perturbed inputs scored (`total` shrinks to the exact count once known)."""
+"""progress(done, total, what) on one input, in milliseconds of work: done = the time the finished steps took, total =
+done + the estimate of the rest (from this run's first explanation and its first scored pass; exact for the scoring
+once its first pass is done), so the time left is total - done; total is 0 until the first explanation and scored
+pass are timed."""
 
 
 @dataclass
@@ -65,9 +70,9 @@ def measures(prepared: PreparedInput, importance: torch.Tensor, curves: CurveSet
     out["pointing_game"] = nan if region is None else ground_truth.pointing_game(scores, region, shown)
     out["mass_share"] = nan if region is None else ground_truth.mass_share(scores, region, shown)
     out["iou"] = nan if region is None else ground_truth.iou_at_mass(scores, region, shown)
-    for column, name in (("spearman_gxi", "grad_x_input"), ("spearman_ig", "integrated_gradients")):
-        out[column] = nan if name not in references else attribution.spearman(scores[shown],
-                                                                              references[name].cpu().numpy()[shown])
+    for key, name in AGREEMENT.items():
+        out[f"spearman_{key}"] = nan if name not in references else spearman(scores[shown],
+                                                                             references[name].cpu().numpy()[shown])
     return out
 
 

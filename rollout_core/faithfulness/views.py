@@ -119,16 +119,20 @@ def what_ran(evaluation: InputEvaluation) -> str:
     references = (f"agreement with {' and '.join(asked)}" if asked
                   else "no attention-free reference (tick one above to add its agreement row)")
     passes = f"{evaluation.passes} forward pass{'es' if evaluation.passes != 1 else ''}"
+    removal = "" if evaluation.baseline is None else (
+        f" Removed positions became {evaluation.baseline.words(evaluation.predicted)}.")
     return (f"Ran: {', '.join(names)}; {orderings} (the chance row); {references}. "
-            f"{evaluation.scored} perturbed inputs, shared between methods, scored in {passes}.")
+            f"{evaluation.scored} perturbed inputs, shared between methods, scored in {passes}.{removal}")
 
 
-def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str = "model passes") -> str:
+def progress_text(done: int, total: int, elapsed: float, what: str = "", unit: str | None = "model passes") -> str:
     """A progress line with the count and the time left at the pace so far, e.g.
-    "explaining with flow · 12/57 model passes · about 8 s left" (no estimate before the first pass)."""
+    "explaining with flow · 12/57 model passes · about 8 s left" (no estimate before the first pass). `unit` None:
+    done and total are milliseconds of work (one input's `StepProgress`), so no count is shown."""
     head = f"{what} · " if what else ""
+    count = "" if unit is None else f"{max(done, 0)}/{max(total, 0)} {unit}"
     if done <= 0 or total <= 0:
-        return f"{head}{max(done, 0)}/{max(total, 0)} {unit}"
+        return f"{head}{count}".rstrip(" ·") or "starting"
     left = elapsed * (total - done) / done
     eta = f"about {left:.0f} s left" if left < 90 else f"about {left / 60:.1f} min left"
-    return f"{head}{done}/{total} {unit} · {eta}"
+    return f"{head}{count + ' · ' if count else ''}{eta}"

@@ -141,7 +141,8 @@ def _matrix(expl: ExplanationData, layer: int | None, head: int | None) -> tuple
             f"Layer {model_layer(expl, layer)}: raw attention ({expl.settings.get('head_fusion', 'mean')} over heads)"
         )
     if expl.matrix is None:
-        raise InputError(f"No full matrix for {expl.method} on this input (too costly); choose a layer instead.")
+        raise InputError(f"No full matrix for {expl.method} on this input: only the explained row was computed "
+                         "(explain with full_matrix=True, `--full-matrix` in the CLI), or choose a layer.")
     return np.asarray(expl.matrix, dtype=np.float64), f"Final {expl.method} matrix"
 
 

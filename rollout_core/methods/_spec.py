@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # torch stays out of the registry's import, so the CLI can li
     import torch
 
     from rollout_core.capture import Captured
+    from rollout_core.inputs.continuous import PreparedInput
     from rollout_core.models.handle import ModelHandle
     from rollout_core.options import Options
 
@@ -109,6 +110,17 @@ class MethodSpec:
     summary_note: str = ""  # what the summary adds after the attention sinks it lists
     cost: "Callable[[Workload], float] | None" = None  # estimated seconds of one request on this machine class
     # (constants measured by benchmarks/bench_method_costs.py); every registered method declares one
+    agreement: str = ""  # an attention-free reference of the evaluation: the key of its rank-agreement measure
+    # (spearman_<key>); the evaluation measures such a method only when asked
+    attribute: "Callable[[PreparedInput, int, Callable[[int], None] | None], torch.Tensor] | None" = None
+    # attention-free: (n,) attributions of one prepared continuous input (rollout_core.inputs.continuous) for a
+    # class, progress(passes done) after each pass: what the evaluation computes on the input it perturbs
+    passes: int = 1  # forward passes `attribute` takes (the evaluation's progress)
+
+    @property
+    def attention_free(self) -> bool:
+        """Reads no attention: attributions of the input's features (an evaluation reference)."""
+        return self.attribute is not None
 
     @property
     def whole_model(self) -> bool:

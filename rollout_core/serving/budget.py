@@ -110,6 +110,48 @@ def check(method: str, workload: Workload, *, limit: float | None = None, choice
     raise refusal(method, workload, seconds, limit, methods.names() if choices is None else choices)
 
 
+def check_batches(method: str, batches: list[Workload], *, limit: float | None = None,
+                  choices: tuple[str, ...] | None = None) -> float:
+    """The summed estimate of `method` over `batches` (a corpus run: one `Workload` per batch, `corpus_batches`);
+    over `limit` a `BudgetError` in one line naming the first of `choices` whose sum fits, and about how many rows
+    would fit with this method."""
+    limit = max_seconds() if limit is None else limit
+
+    def total(name: str) -> float:
+        return sum(estimate_seconds(name, w) for w in batches)
+
+    seconds = total(method)
+    if seconds <= limit:
+        return seconds
+    rows, longest = sum(w.batch for w in batches), max((w.tokens for w in batches), default=0)
+    costs = ((name, total(name)) for name in dict.fromkeys(methods.names() if choices is None else choices)
+             if name != method)
+    first = next(((name, s) for name, s in costs if s <= limit), None)
+    offers = [f"use {methods.display_name(first[0])} ({in_words(first[1])})"] if first else []
+    if (fit := int(rows * limit / seconds)) >= 1:
+        offers.append(f"explain about {fit} rows or fewer")
+    unit = "patches" if batches[0].image else "tokens"
+    raise BudgetError(f"{methods.get(method).title} ({method}) on {rows} rows of up to {longest} {unit} would take "
+                      f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; "
+                      + (" or ".join(offers) if offers else "choose fewer rows or another model"),
+                      choice=first[0] if first else None)
+
+
+def corpus_batches(handle: Any, texts: list[str], method: str, batch_size: int) -> list[Workload]:
+    """The `Workload`s of explaining `texts` by `method` as the corpus engine batches them: sorted by length,
+    `batch_size` at a time, each batch as long as its longest text."""
+    lengths = sorted(positions(handle, text)[0] for text in texts)
+    return [workload(handle, None, method, sized=(chunk[-1], _pooled(handle, chunk[-1])), batch=len(chunk))
+            for chunk in (lengths[i:i + batch_size] for i in range(0, len(lengths), batch_size))]
+
+
+def _pooled(handle: Any, tokens: int) -> int:
+    """The positions the readout of `handle`'s model pools at `tokens` text positions."""
+    from rollout_core.models import families
+
+    return families.pooled_positions(handle, tokens)
+
+
 def _hidden_size(config: Any) -> int:
     for key in ("hidden_size", "d_model", "n_embd", "dim"):
         if isinstance(getattr(config, key, None), int):

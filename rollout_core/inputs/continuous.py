@@ -1,4 +1,5 @@
-"""The model side of the faithfulness measures: one input as a continuous tensor the model reads.
+"""One input as a continuous tensor the model reads: what the faithfulness measures perturb and what the gradient
+attributions (gradient x input, integrated gradients) differentiate.
 
 A `PreparedInput` holds the input `x` as the model sees it after its only discrete step (text: the word
 embeddings of the tokens; images: the normalised pixels), a `baseline` of the same shape (what a removed
@@ -7,12 +8,15 @@ Removing a set of positions = taking the baseline's features there. The same ten
 perturbation curves (keep masks -> probabilities, batched) and the gradient attributions (d logit / d x,
 pooled back to positions), so both see exactly the same "removal".
 
-Baselines (documented choices):
+Baselines (documented choices; the first of `BASELINES` is the default, the others are what a single input's
+evaluation falls back to when deleting everything does not move the prediction, `faithfulness.baseline`):
 - text: the [MASK] token's embedding (BERT-style models saw [MASK] in pretraining as "a word is missing";
-  the sequence length and positions stay the same); tokenizers without a mask token use the pad token.
-  Special tokens are never removed.
+  the sequence length and positions stay the same); tokenizers without a mask token use the pad token. Then the
+  pad token's and the unknown token's embeddings. Special tokens are never removed.
 - images: the image's mean colour (per channel, in the model's normalised space) over the whole patch:
-  no new edges, the global colour statistics are kept; [CLS]/registers have no pixels and stay.
+  no new edges, the global colour statistics are kept; [CLS]/registers have no pixels and stay. Then the image
+  blurred (Gaussian, sigma 1/14 of its side: a patch of a 224 px image, shapes lose their corners), then seeded
+  Gaussian noise in the normalised space.
 """
 from __future__ import annotations
 
@@ -41,6 +45,10 @@ _scoring_copies: weakref.WeakKeyDictionary[torch.nn.Module, torch.nn.Module] = w
 _copy_lock = threading.Lock()
 
 CLASSIFIER_TASKS = ("text-classification", "image-classification")
+BASELINES = {"text": ("mask", "pad", "unk"), "image": ("mean", "blur", "noise")}
+"""What a removed position becomes, per modality, the default first."""
+BASELINE_WORDS = {"mask": "the [MASK] token", "pad": "the padding token", "unk": "the unknown-word token",
+                  "mean": "the image's mean colour", "blur": "the image blurred", "noise": "random noise"}
 
 
 @dataclass
@@ -54,6 +62,7 @@ class PreparedInput:
     owner: torch.Tensor  # (*features,) long: position of each feature, -1 = none (always kept)
     forward: Callable[[torch.Tensor], torch.Tensor]  # (S, *features) -> logits (S, C), differentiable
     batch_size: int = MAX_BATCH  # perturbed inputs per forward pass (`rows_per_pass` when prepared)
+    baseline_name: str = ""  # which of `BASELINES` `baseline` is
 
     def perturbed(self, keep: torch.Tensor) -> torch.Tensor:
         """(S, n) keep masks -> (S, *features) inputs with the removed positions taken from the baseline."""
@@ -127,26 +136,33 @@ def _model(handle: ModelHandle, batch_size: int | None) -> torch.nn.Module:
     return handle.model if batch_size == 1 else scoring_model(handle.model)
 
 
-def prepare_text(handle: ModelHandle, text: str, batch_size: int | None = None) -> PreparedInput:
-    """The text tokenised exactly like `explain_text`, as word embeddings with a [MASK]-embedding baseline.
-    `batch_size`: perturbed inputs per forward (None: `rows_per_pass`; 1: one per forward on the model as loaded,
-    the reference path)."""
+def prepare_text(handle: ModelHandle, text: str, batch_size: int | None = None,
+                 baseline: str = "mask") -> PreparedInput:
+    """The text tokenised exactly like `explain_text`, as word embeddings with a [MASK]-embedding baseline (or
+    another of `BASELINES["text"]`). `batch_size`: perturbed inputs per forward (None: `rows_per_pass`; 1: one per
+    forward on the model as loaded, the reference path)."""
     require_classifier(handle)
-    model = _model(handle, batch_size)
     tok = handle.processor
     limit = model_max_length(tok, handle.config, families.spec_for(handle.config).position_offset)
     enc = encode_text(tok, normalise_text(text), limit)
-    ids = torch.tensor([enc.input_ids], device=handle.device)
-    replacement = tok.mask_token_id if getattr(tok, "mask_token_id", None) is not None else pad_token_id(tok)
-    special = torch.tensor(enc.special, dtype=torch.bool, device=handle.device)
+    token_types = None if enc.token_type_ids is None else torch.tensor(enc.token_type_ids, device=handle.device)
+    return encoded_text(handle, torch.tensor(enc.input_ids, device=handle.device),
+                        torch.tensor(enc.special, dtype=torch.bool, device=handle.device), token_types, batch_size,
+                        baseline)
+
+
+def encoded_text(handle: ModelHandle, ids: torch.Tensor, special: torch.Tensor, token_types: torch.Tensor | None,
+                 batch_size: int | None = None, baseline: str = "mask") -> PreparedInput:
+    """One tokenised text, (n,) ids, special flags and token types (or None), as `prepare_text` prepares it."""
+    model = _model(handle, batch_size)
+    ids = ids[None]
+    replacement = _replacement(handle.processor, baseline)
     embed = handle.model.get_input_embeddings()
     with torch.no_grad():
         x = embed(ids)
-        baseline = torch.where(special[None, :, None], x, embed(torch.full_like(ids, int(replacement))))
+        removed = torch.where(special[None, :, None], x, embed(torch.full_like(ids, int(replacement))))
     n, d = x.shape[1], x.shape[2]
-    extra: dict[str, Any] = {}
-    if enc.token_type_ids is not None:
-        extra["token_type_ids"] = torch.tensor([enc.token_type_ids], device=handle.device)
+    extra = {} if token_types is None else {"token_type_ids": token_types[None]}
 
     def forward(batch: torch.Tensor) -> torch.Tensor:
         size = batch.shape[0]
@@ -155,17 +171,24 @@ def prepare_text(handle: ModelHandle, text: str, batch_size: int | None = None) 
         return model(inputs_embeds=batch, attention_mask=mask, **kwargs).logits
 
     owner = torch.arange(n, device=handle.device)[:, None].expand(n, d)
-    return PreparedInput(n, ~special, x, baseline, owner, forward, _rows(handle, n, batch_size))
+    return PreparedInput(n, ~special, x, removed, owner, forward, _rows(handle, n, batch_size), baseline)
 
 
-def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None) -> PreparedInput:
-    """The image processed exactly like `explain_image`, as pixels with a mean-colour baseline per patch
-    (`batch_size` as for `prepare_text`)."""
+def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None,
+                  baseline: str = "mean") -> PreparedInput:
+    """The image processed exactly like `explain_image`, as pixels with a mean-colour baseline per patch (or
+    another of `BASELINES["image"]`; `batch_size` as for `prepare_text`)."""
     from rollout_core.inputs.images import load_image, model_pixels
 
     require_classifier(handle)
+    return processed_image(handle, model_pixels(handle.processor, load_image(image)).to(handle.device), batch_size,
+                           baseline)
+
+
+def processed_image(handle: ModelHandle, pixels: torch.Tensor, batch_size: int | None = None,
+                    baseline: str = "mean") -> PreparedInput:
+    """One processed image, (1, C, H, W) pixels as the model reads them, as `prepare_image` prepares it."""
     model = _model(handle, batch_size)
-    pixels = model_pixels(handle.processor, load_image(image)).to(handle.device)
     _, channels, height, width = pixels.shape
     layout = families.image_layout(handle.config, height, width)
     rows, cols = layout.grid
@@ -174,7 +197,7 @@ def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None
     owner = torch.full((height, width), -1, dtype=torch.long, device=handle.device)
     owner[: rows * ph, : cols * pw] = patch.repeat_interleave(ph, 0).repeat_interleave(pw, 1)
     owner = owner.expand(channels, height, width)
-    baseline = pixels.mean(dim=(2, 3), keepdim=True).expand_as(pixels)
+    removed = _image_baseline(pixels, baseline)
     removable = torch.zeros(layout.num_tokens, dtype=torch.bool, device=handle.device)
     removable[patch.flatten()] = True
     size = getattr(handle.config, "image_size", None)
@@ -185,8 +208,36 @@ def prepare_image(handle: ModelHandle, image: Any, batch_size: int | None = None
     def forward(batch: torch.Tensor) -> torch.Tensor:
         return model(pixel_values=batch, **interpolate).logits
 
-    return PreparedInput(layout.num_tokens, removable, pixels, baseline, owner, forward,
-                         _rows(handle, layout.num_tokens, batch_size))
+    return PreparedInput(layout.num_tokens, removable, pixels, removed, owner, forward,
+                         _rows(handle, layout.num_tokens, batch_size), baseline)
+
+
+def _replacement(tok: Any, baseline: str) -> int:
+    """The token id a removed word becomes: [MASK] (the pad token without one), padding or unknown."""
+    if baseline not in BASELINES["text"]:
+        raise InputError(f"unknown text baseline {baseline!r}; choose one of {', '.join(BASELINES['text'])}")
+    found = None if baseline == "pad" else getattr(tok, f"{baseline}_token_id", None)
+    return int(pad_token_id(tok) if found is None else found)
+
+
+def _image_baseline(pixels: torch.Tensor, baseline: str) -> torch.Tensor:
+    """(1, C, H, W) what removed pixels become: the mean colour, the image blurred, or seeded noise."""
+    if baseline == "mean":
+        return pixels.mean(dim=(2, 3), keepdim=True).expand_as(pixels)
+    if baseline == "blur":
+        sigma = max(pixels.shape[-2:]) / 14
+        radius = int(3 * sigma)
+        steps = torch.arange(-radius, radius + 1, dtype=pixels.dtype, device=pixels.device)
+        kernel = torch.exp(-steps**2 / (2 * sigma**2))
+        kernel = kernel / kernel.sum()
+        channels = pixels.shape[1]
+        padded = torch.nn.functional.pad(pixels, (radius,) * 4, mode="replicate")
+        rows = torch.nn.functional.conv2d(padded, kernel.view(1, 1, 1, -1).repeat(channels, 1, 1, 1), groups=channels)
+        return torch.nn.functional.conv2d(rows, kernel.view(1, 1, -1, 1).repeat(channels, 1, 1, 1), groups=channels)
+    if baseline == "noise":
+        generator = torch.Generator().manual_seed(0)
+        return torch.randn(pixels.shape, generator=generator, dtype=pixels.dtype).to(pixels.device)
+    raise InputError(f"unknown image baseline {baseline!r}; choose one of {', '.join(BASELINES['image'])}")
 
 
 def _rows(handle: ModelHandle, n: int, batch_size: int | None) -> int:
