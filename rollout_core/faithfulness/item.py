@@ -120,8 +120,8 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     since = work.elapsed()
     ends = prepared.probabilities(torch.stack([torch.ones(prepared.n, dtype=torch.bool),
                                                torch.zeros(prepared.n, dtype=torch.bool)]))
-    # a row of a full pass costs about a row of this 2-row pass on long inputs, a third of it on a sentence, whose
-    # pass is mostly fixed cost (default-text, 12 tokens: 78 ms vs 24 ms a row; default-image, 257: equal)
+    # a row of a full pass costs about a row of this 2-row pass on long inputs and less on a sentence, whose pass is
+    # mostly fixed cost (SHORT_PASS_SHARE)
     per_row = max((work.elapsed() - since) / 2 * min(1.0, max(SHORT_PASS_SHARE, prepared.n / FULL_PASS_TOKENS)), 1e-4)
     kept, removed_probs = ends[:1], ends[1:]
     if baseline is None:
