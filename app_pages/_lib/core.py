@@ -119,16 +119,16 @@ def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0, what
     return results().get_or_compute(key, heavy)
 
 
-def _offer_cheaper(err: budget.BudgetError, method_key: str) -> None:
+def _offer_cheaper(err: budget.BudgetError, method_key: str, what: str) -> None:
     """Below a refusal: a button that switches the page's method (sidebar key `method_key`) to the cheaper
-    choice the refusal names."""
+    choice the refusal names (`what`: the refused work, which tells apart two refusals on one page)."""
     from rollout_core import methods
 
     def switch() -> None:
         st.session_state[method_key] = err.choice
 
-    st.button(f"Use {methods.display_name(err.choice)} instead", key=f"cheaper_{method_key}_{err.choice}",
-              on_click=switch, type="primary")
+    st.button(f"Use {methods.display_name(err.choice)} instead", on_click=switch, type="primary",
+              key=f"cheaper_{method_key}_{err.choice}_{hashlib.sha256(what.encode()).hexdigest()[:8]}")
 
 
 def _session_gone() -> Callable[[], bool]:
@@ -217,7 +217,7 @@ def guarded(what: str) -> Iterator[None]:
     except budget.BudgetError as err:
         st.error(safe_text(err))
         if err.choice and getattr(err, "method_key", None):
-            _offer_cheaper(err, err.method_key)
+            _offer_cheaper(err, err.method_key, what)
     except RolloutError as err:
         st.error(safe_text(err))
     except Exception as err:  # a bug: keep the page usable, do not throw a traceback at the user
