@@ -134,7 +134,7 @@ def test_compare_offers_each_refused_side_its_own_cheaper_choice(tiny_model_dir:
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", str((cheap + dear) / 2))
     at = page("app_pages/compare.py", mode="models", model=model_a, model_b=model_b, method="flow", text=TEXT)
     assert not at.exception
-    assert len(at.error) == 2 and all("(flow)" in e.value.replace("\\", "") for e in at.error)
+    assert len(at.error) == 2 and all("Attention flow on" in e.value.replace("\\", "") for e in at.error)
     offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
     assert len(offers) == 2
     at = offers[0].click().run()
