@@ -1,0 +1,192 @@
+"""A newcomer's walk through the dashboard in headless chromium (issue 26, "Done when"): on every page that draws a
+map, on each embedded default model, every method the picker offers is chosen in turn and what the page then shows
+is checked: no traceback or error box, the map final (the slider back at the last layer after the user had moved
+it, whole-model methods without a slider position), and every title, legend and summary naming that method's
+display name and no other method's. A method the page refuses over its time limit must say so in words (estimate,
+limit, a cheaper choice), not fail.
+
+One page load per (page, model); methods are switched within the page, as a user would.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+from rollout_core import methods
+from rollout_core.models import registry
+
+pytestmark = pytest.mark.browser
+
+LOAD = 180_000  # ms: a cold model load on a busy machine
+RUN = 120_000  # ms: the slowest method the page accepts under its limit (integrated gradients on an image)
+SLIDER = ".lx-root .lx-slider:not(.lx-control) input[type=range]"
+REFUSED = "over this server's limit"
+NOT_MEANINGFUL = "is not meaningful on this"  # the method's own verdict on this input (flow's error bound)
+
+SHOWN = """() => {
+  const q = (s) => [...document.querySelectorAll(s)];
+  return {
+    exceptions: q('[data-testid=stException]').map(e => e.innerText),
+    errors: q('[data-testid=stAlertContentError]').map(e => e.innerText)
+      .concat(q('.lx-root .lx-error').filter(e => !e.hidden).map(e => e.textContent)),
+    alerts: q('[data-testid=stAlert]').map(e => e.innerText),
+    captions: q('[data-testid=stMain] [data-testid=stCaptionContainer]').map(e => e.innerText),
+    explorers: q('.lx-root').map(r => {
+      const box = r.querySelector('.lx-slider:not(.lx-control)');
+      const input = box && box.querySelector('input[type=range]');
+      return {hidden: !box || box.hidden, value: input && Number(input.value), max: input && Number(input.max),
+              position: r.querySelector('.lx-value')?.textContent || '',
+              summary: r.querySelector('.lx-summary')?.textContent || '',
+              titles: [...r.querySelectorAll('.gtitle, .token-legend')].map(t => t.textContent)};
+    }),
+  };
+}"""
+
+# (page, model, modality): one load each; Compare walks side A's picker with "One model, two methods"
+WALKS = [("text", "default-text", "text"), ("text", "minilm", "text"), ("image", "default-image", "image"),
+         ("image", "shapes-vit-tiny", "image"), ("image", "dinov2-small", "image"),
+         ("compare", "default-text", "text"), ("compare", "default-image", "image")]
+
+
+def _idle(tab: Any) -> None:
+    tab.wait_for_function("() => !document.querySelector('[data-testid=\"stStatusWidget\"]')", timeout=RUN)
+
+
+def _options(tab: Any, label: str = "Method") -> list[str]:
+    box = tab.get_by_test_id("stSidebar").get_by_role("combobox", name=label).first
+    box.click()
+    shown = tab.get_by_role("option").all_inner_texts()
+    tab.keyboard.press("Escape")
+    return [option.split(" · ")[0] for option in shown]
+
+
+def _pick(tab: Any, option: str, label: str = "Method") -> None:
+    tab.get_by_test_id("stSidebar").get_by_role("combobox", name=label).first.click()
+    tab.get_by_role("option").filter(has_text=re.compile(rf"^{re.escape(option)}( ·|$)")).first.click()
+
+
+def _titles_name(display: str, name: str) -> str:
+    """The words every title and legend of `name`'s view carries: its display name (raw attention, whose slider
+    picks the layer, says "raw attention of layer L")."""
+    return "raw attention of layer" if name == "attention" else display.lower()
+
+
+def _wait_for(tab: Any, name: str) -> None:
+    """Until the page shows `name` (its caption and every explorer title) or refuses it or fails."""
+    display = methods.display_name(name)
+    tab.wait_for_function(
+        """([display, words, refused]) => {
+          const text = (s) => [...document.querySelectorAll(s)].map(e => e.innerText);
+          if (text('[data-testid=stException], [data-testid=stAlertContentError]').length) return true;
+          if (text('[data-testid=stAlert]').some(a => a.includes(display) && refused.some(r => a.includes(r))))
+            return true;
+          const roots = [...document.querySelectorAll('.lx-root')];
+          return roots.length > 0 && roots.every(r => {
+            const titles = [...r.querySelectorAll('.gtitle, .token-legend')].map(t => t.textContent.toLowerCase());
+            return titles.length > 0 && titles[0].includes(words);
+          });
+        }""", arg=[display, _titles_name(display, name), [REFUSED, NOT_MEANINGFUL]], timeout=RUN)
+    _idle(tab)
+    tab.wait_for_timeout(1000)  # a rerun the explorer's reset asks for starts after the first run ends
+    _idle(tab)
+
+
+def _others(name: str) -> list[str]:
+    """Display names of the other methods that are not part of `name`'s own ("ALTI rollout" in "ALTI rollout
+    (fine-tuned blocks)")."""
+    own = methods.display_name(name)
+    return [methods.display_name(m) for m in methods.names() if m != name and methods.display_name(m) not in own]
+
+
+def _check(tab: Any, where: str, name: str, compare: bool) -> str:
+    """What is wrong with the page showing `name` ('' when nothing): see the module's docstring."""
+    display, spec = methods.display_name(name), methods.get(name)
+    shown = tab.evaluate(SHOWN)
+    refusals = [a for a in shown["alerts"] if REFUSED in a and display in a]
+    errors = [e for e in shown["errors"] if not any(e in a for a in refusals)]
+    if shown["exceptions"] or errors:
+        return f"{where} {name}: error on the page: {shown['exceptions'] + errors}"
+    if any(display in a and NOT_MEANINGFUL in a for a in shown["alerts"]):
+        return ""  # said in words, no map drawn
+    if refusals:
+        bad = [a for a in refusals if not ("would take" in a and (" use " in a or "choose" in a))]
+        return f"{where} {name}: refusal without an estimate or a choice: {bad}" if bad else ""
+    problems = []
+    if not any(f"Method: {display}" in c or f"{display}" in c for c in shown["captions"]) and not compare:
+        problems.append(f"no caption names {display!r}: {shown['captions']}")
+    for explorer in shown["explorers"]:
+        titles = [t for t in explorer["titles"] if t.strip()]
+        own = [t for t in titles if _titles_name(display, name) in t.lower()]
+        if not own:
+            problems.append(f"no title names {display!r}: {titles}")
+        for text in (*own, *([] if compare else [explorer["summary"]])):
+            wrong = [other for other in _others(name) if other in text]
+            if wrong:
+                problems.append(f"{text!r} names {wrong}")
+        if spec.whole_model and not compare:
+            if not explorer["hidden"]:
+                problems.append("a whole-model method shows a layer slider")
+        elif explorer["max"] and explorer["value"] != explorer["max"]:
+            problems.append(f"slider at {explorer['value']} of {explorer['max']}, not the final map")
+        if not compare and not spec.whole_model and not any(" of " in t for t in own):
+            problems.append(f"no title says which layer of how many: {own}")
+    return "; ".join(f"{where} {name}: {p}" for p in problems)
+
+
+def _move_slider_down(tab: Any) -> None:
+    """A user's partial view: the layer slider at layer 1 (when one is shown)."""
+    slider = tab.locator(SLIDER).first
+    if slider.count() and slider.is_visible() and int(slider.get_attribute("max") or 1) > 1:
+        slider.focus()
+        slider.press("Home")
+        tab.wait_for_function("s => document.querySelector(s).value === '1'", arg=SLIDER, timeout=30_000)
+
+
+def _shown_method(tab: Any) -> str | None:
+    """The method whose display name the first explorer's first title carries (the longest that fits)."""
+    titles = tab.evaluate(SHOWN)["explorers"][0]["titles"]
+    names = [m for m in methods.names() if titles and _titles_name(methods.display_name(m), m) in titles[0].lower()]
+    return max(names, key=lambda m: len(methods.display_name(m)), default=None)
+
+
+@pytest.fixture
+def tab(browser: Any) -> Any:
+    context = browser.new_context(viewport={"width": 1400, "height": 1100})
+    yield context.new_page()
+    context.close()
+
+
+@pytest.mark.parametrize(("page", "model", "modality"), WALKS, ids=[f"{p}-{m}" for p, m, _ in WALKS])
+def test_every_offered_method_shows_its_own_final_view(app_url: str, tab: Any, page: str, model: str,
+                                                       modality: str) -> None:
+    if not registry.is_available(registry.lookup(model)):
+        pytest.skip(f"{model} is not built: {registry.SETUP_HINT}")
+    compare = page == "compare"
+    query = f"modality={modality}&model={model}&mode=methods" if compare else f"model={model}"
+    tab.goto(f"{app_url}/{page}?{query}", timeout=LOAD)
+    tab.wait_for_selector(".lx-root", state="attached", timeout=LOAD)
+    _idle(tab)
+    offered = _options(tab)
+    by_title = {methods.display_name(m): m for m in methods.names()}
+    unknown = [o for o in offered if o not in by_title]
+    assert not unknown, f"the picker offers labels that are no method's display name: {unknown}"
+    problems, current = [], _shown_method(tab)
+    for option in offered:
+        name = by_title[option]
+        if name != current:  # choosing the method on screen again changes nothing, not even a chosen layer
+            _move_slider_down(tab)
+        current = name
+        _pick(tab, option)
+        try:
+            _wait_for(tab, name)
+        except PlaywrightTimeout:
+            shown = tab.evaluate(SHOWN)
+            problems.append(f"/{page} {model} {name}: not shown within {RUN // 1000} s: alerts {shown['alerts']}, "
+                            f"titles {[e['titles'] for e in shown['explorers']]}")
+            continue
+        problems.append(_check(tab, f"/{page} {model}", name, compare))
+    problems = [p for p in problems if p]
+    assert not problems, "\n".join(problems)
