@@ -15,7 +15,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from rollout_core import cancel
+from rollout_core import cancel, methods
 from rollout_core.maths import flow
 from rollout_core.models.loading import load_model
 from rollout_core.serving import budget
@@ -41,7 +41,8 @@ def test_a_method_over_the_limit_is_refused_with_a_button_to_the_cheaper_one(cos
     assert not at.exception
     assert len(at.error) == 1, [e.value for e in at.error]
     message = at.error[0].value.replace("\\", "")  # Markdown-escaped on the page
-    assert f"({costly})" in message and "would take" in message and "over this server's limit" in message
+    assert methods.display_name(costly) in message and f"({costly})" not in message  # no raw id on screen
+    assert "would take" in message and "over this server's limit" in message
     offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
     assert len(offers) == 1
     named = offers[0].label[len("Use "):-len(" instead")]
@@ -133,7 +134,7 @@ def test_compare_offers_each_refused_side_its_own_cheaper_choice(tiny_model_dir:
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", str((cheap + dear) / 2))
     at = page("app_pages/compare.py", mode="models", model=model_a, model_b=model_b, method="flow", text=TEXT)
     assert not at.exception
-    assert len(at.error) == 2 and all("(flow)" in e.value.replace("\\", "") for e in at.error)
+    assert len(at.error) == 2 and all("Attention flow on" in e.value.replace("\\", "") for e in at.error)
     offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
     assert len(offers) == 2
     at = offers[0].click().run()

@@ -146,8 +146,10 @@ def _session_gone() -> Callable[[], bool]:
         return lambda: False
 
     def gone() -> bool:
-        state = requests._state
-        fragment_only = getattr(getattr(requests, "_rerun_data", None), "is_fragment_scoped_rerun", False)
+        state, data = requests._state, getattr(requests, "_rerun_data", None)
+        # a rerun of fragments only (the layer explorer reporting its view) does not replace this run
+        fragment_only = bool(getattr(data, "fragment_id_queue", None)) or getattr(data, "is_fragment_scoped_rerun",
+                                                                                  False)
         return (state == ScriptRequestType.STOP or (state == ScriptRequestType.RERUN and not fragment_only)
                 or manager.get_active_session_info(session_id) is None)
 
@@ -212,6 +214,8 @@ def guarded(what: str) -> Iterator[None]:
         yield
     except Stopped:  # `cached` said so, with its button to run it again
         pass
+    except cancel.Cancelled:  # this run was superseded (a new choice, Stop, a closed tab): no error, nothing failed
+        st.info("Stopped: the page changed while this was computing.")
     except budget.BudgetError as err:
         st.error(safe_text(err))
         if err.choice and getattr(err, "method_key", None):
