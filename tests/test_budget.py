@@ -237,7 +237,8 @@ def test_the_page_refuses_a_too_costly_flow_with_the_estimate(tiny_model_dir: Ca
 
 
 @pytest.mark.parametrize("event, stops", [("nothing", False), ("stop", True), ("rerun", True),
-                                          ("fragment_rerun", False), ("tab_closed", True)])
+                                          ("fragment_rerun", False), ("fragment_widget", False),
+                                          ("fragment_then_full", True), ("tab_closed", True)])
 def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops: bool,
                                                                monkeypatch: pytest.MonkeyPatch):
     """The check a page's flow runs under, against the installed Streamlit's real ScriptRequests object."""
@@ -262,6 +263,11 @@ def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops:
         requests.request_rerun(RerunData())
     elif event == "fragment_rerun":
         requests.request_rerun(RerunData(fragment_id="f", is_fragment_scoped_rerun=True))
+    elif event == "fragment_widget":  # a widget inside a fragment (the layer explorer reporting its view)
+        requests.request_rerun(RerunData(fragment_id="f"))
+    elif event == "fragment_then_full":  # ...then a sidebar choice: the whole page reruns
+        requests.request_rerun(RerunData(fragment_id="f"))
+        requests.request_rerun(RerunData())
     elif event == "tab_closed":
         active.clear()
     assert gone() is stops

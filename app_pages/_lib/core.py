@@ -146,8 +146,10 @@ def _session_gone() -> Callable[[], bool]:
         return lambda: False
 
     def gone() -> bool:
-        state = requests._state
-        fragment_only = getattr(getattr(requests, "_rerun_data", None), "is_fragment_scoped_rerun", False)
+        state, data = requests._state, getattr(requests, "_rerun_data", None)
+        # a rerun of fragments only (the layer explorer reporting its view) does not replace this run
+        fragment_only = bool(getattr(data, "fragment_id_queue", None)) or getattr(data, "is_fragment_scoped_rerun",
+                                                                                  False)
         return (state == ScriptRequestType.STOP or (state == ScriptRequestType.RERUN and not fragment_only)
                 or manager.get_active_session_info(session_id) is None)
 
