@@ -13,10 +13,12 @@ For default-text at 32, 128 and 512 tokens and default-image (257 tokens), in on
   RESULTS.md called the overhead).
 The three ways run interleaved (forward, explain, naive, maths in every round) and the medians are compared, so a
 load change during the run hits all of them. Peak memory: each way runs once in a fresh subprocess (model loaded,
-warmed up on 8 tokens, peak-RSS counter reset through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS
-before the call; malloc at glibc's defaults unless MALLOC_* is set in the environment (printed).
+warmed up on 8 tokens (an image: the same image), freed memory returned by malloc_trim, peak-RSS counter reset
+through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS before the call; malloc at glibc's defaults unless
+MALLOC_* is set in the environment (printed).
 
-Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory]
+Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory | --memory-only]
+[--bert-base] (--bert-base: peak memory also on a BERT-base-shaped random classifier at 1024 tokens.)
 """
 from __future__ import annotations
 
@@ -155,35 +157,80 @@ def _status(field: str) -> int:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def _measure_peak(way: str, case: int) -> None:
-    """Runs in the subprocess: one way on case `case`, its extra peak RSS as JSON on stdout."""
+BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                 max_position_embeddings=1024)
+BERT_BASE_TOKENS = 1024
+
+
+def _build_bert_base(folder: Path) -> None:
+    """A BERT-base-shaped classifier with random weights and default-text's tokenizer (1024 positions), in `folder`:
+    the size where the issue measured our full capture 24% above the naive loop."""
+    import torch
+    import transformers
+
+    import rollout_core
+
+    tokenizer = rollout_core.load_model("default-text").processor
+    tokenizer.model_max_length = BERT_BASE_TOKENS
+    torch.manual_seed(0)
+    config = transformers.BertConfig(**BERT_BASE, vocab_size=tokenizer.vocab_size, num_labels=2)
+    transformers.BertForSequenceClassification(config).eval().save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+
+
+def _trim() -> None:
+    import ctypes
+    import ctypes.util
+
+    ctypes.CDLL(ctypes.util.find_library("c")).malloc_trim(0)
+
+
+def _measure_peak(way: str, case: str) -> None:
+    """Runs in the subprocess: one way on case `case` (an index of `_cases`, or a BERT-base folder), its extra peak
+    RSS as JSON on stdout."""
     import torch
 
     torch.set_num_threads(1)
-    label, handle, item = _cases(False)[case]
+    if Path(case).is_dir():
+        import rollout_core
+
+        handle = rollout_core.load_model(case)
+        label, item = f"BERT-base shape, {BERT_BASE_TOKENS} tokens", _text_of(handle.processor, BERT_BASE_TOKENS)
+    else:
+        label, handle, item = _cases(False)[int(case)]
     call = {"explain": _explain, "naive": _naive, "forward": _forward}[way]
     small = _text_of(handle.processor, 8) if handle.modality == "text" else item
     call(handle, small)  # lazy imports and first-call allocations
+    _trim()  # the warm-up's freed memory back to the system, so the call is not served from it (an image's
+    # warm-up is the same image: without this the second call of a way reused its own first call's heap)
     Path("/proc/self/clear_refs").write_text("5")
     before = _status("VmRSS")
     call(handle, item)
     print(json.dumps({"label": label, "way": way, "extra": _status("VmHWM") - before}))
 
 
-def _memory() -> None:
-    count = len(SIZES) + 1
-    print(f"\n{'input':<28} {'forward':>10} {'explain':>10} {'naive':>10} | explain/naive")
-    for case in range(count):
+def _memory(bert_base: bool) -> None:
+    import tempfile
+
+    print(f"\nextra peak RSS of one call in a fresh process\n{'input':<28} {'forward':>10} {'explain':>10} "
+          f"{'naive':>10} | explain/naive")
+    folder = tempfile.TemporaryDirectory()
+    cases = [str(case) for case in range(len(SIZES) + 1)]
+    if bert_base:
+        _build_bert_base(Path(folder.name))
+        cases.append(folder.name)
+    for case in cases:
         found: dict[str, int] = {}
         label = ""
         for way in ("forward", "explain", "naive"):
-            out = subprocess.run([sys.executable, __file__, "--peak", way, str(case)], capture_output=True, text=True,
+            out = subprocess.run([sys.executable, __file__, "--peak", way, case], capture_output=True, text=True,
                                  env={**os.environ, "PYTHONPATH": os.environ.get("PYTHONPATH", str(ROOT))}, check=True)
             row = json.loads(out.stdout.strip().splitlines()[-1])
             found[way], label = row["extra"], row["label"]
         mib = {k: v / 2**20 for k, v in found.items()}
         print(f"{label:<28} {mib['forward']:6.1f} MiB {mib['explain']:6.1f} MiB {mib['naive']:6.1f} MiB | "
               f"{found['explain'] / max(found['naive'], 1):.2f}")
+    folder.cleanup()
 
 
 def _settings() -> None:
@@ -201,13 +248,16 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per input (median taken)")
     parser.add_argument("--quick", action="store_true", help="32 and 128 tokens and the image only, 5 rounds")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    parser.add_argument("--memory-only", action="store_true", help="only the peak-memory subprocesses")
+    parser.add_argument("--bert-base", action="store_true",
+                        help=f"also peak memory on a BERT-base-shaped random model at {BERT_BASE_TOKENS} tokens")
     parser.add_argument("--peak", nargs=2, metavar=("WAY", "CASE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     if "PYTHONPATH" not in os.environ:
         sys.path.insert(0, str(ROOT))
     if args.peak:
-        _measure_peak(args.peak[0], int(args.peak[1]))
+        _measure_peak(args.peak[0], args.peak[1])
         return
     import torch
 
@@ -216,9 +266,10 @@ def main() -> None:
     print("forward = processor + eager model(**inputs) under no_grad; explain = explain_text/explain_image(method="
           "'rollout'); naive = processor + output_attentions=True + vit-explain's per-layer loop; maths = "
           "attention_rollout(all_layers=True) on captured attentions; medians of interleaved rounds")
-    _timings(5 if args.quick else args.rounds, args.quick)
+    if not args.memory_only:
+        _timings(5 if args.quick else args.rounds, args.quick)
     if not args.no_memory:
-        _memory()
+        _memory(args.bert_base)
     print("load average at the end: " + " ".join(Path("/proc/loadavg").read_text().split()[:3]))
 
 

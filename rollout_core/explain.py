@@ -417,3 +417,4 @@ class _CallableModule(types.ModuleType):
 
 
 sys.modules[__name__].__class__ = _CallableModule
+__signature__ = inspect.signature(explain)  # what `help` / `inspect.signature(rollout_core.explain)` show

@@ -64,7 +64,8 @@ def test_over_the_limit_is_refused_with_the_estimate_and_a_cheaper_choice(monkey
     with pytest.raises(BudgetError) as err:
         budget.check("flow", _work(1024, 6), choices=("rollout", "flow"))
     message = str(err.value)
-    assert "(flow) on 1024 tokens" in message and budget.in_words(seconds) in message
+    assert "Attention flow on 1024 tokens" in message and "(flow)" not in message
+    assert budget.in_words(seconds) in message
     assert "use Attention rollout (" in message and "\n" not in message
     # the suggested length fits, and is not far below the longest that does
     fits = int(message.split("shorten the text to about ")[1].split()[0])
@@ -92,7 +93,7 @@ def test_a_request_is_counted_in_the_model_s_tokens_and_readout(kind: str, outpu
     assert budget.check_request(handle, "the cat sat", "flow", full_matrix=True) == \
         pytest.approx(budget.estimate_seconds("flow", dataclasses.replace(work, full_matrix=True)))
     monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", "1e-9")
-    with pytest.raises(BudgetError, match=rf"\(flow\) on 5 tokens through {layers} layers"):
+    with pytest.raises(BudgetError, match=rf"Attention flow on 5 tokens through {layers} layers"):
         budget.check_request(handle, "the cat sat", "flow")
 
 
@@ -236,7 +237,8 @@ def test_the_page_refuses_a_too_costly_flow_with_the_estimate(tiny_model_dir: Ca
 
 
 @pytest.mark.parametrize("event, stops", [("nothing", False), ("stop", True), ("rerun", True),
-                                          ("fragment_rerun", False), ("tab_closed", True)])
+                                          ("fragment_rerun", False), ("fragment_widget", False),
+                                          ("fragment_then_full", True), ("tab_closed", True)])
 def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops: bool,
                                                                monkeypatch: pytest.MonkeyPatch):
     """The check a page's flow runs under, against the installed Streamlit's real ScriptRequests object."""
@@ -261,6 +263,11 @@ def test_the_page_s_stop_check_reads_streamlit_s_own_requests(event: str, stops:
         requests.request_rerun(RerunData())
     elif event == "fragment_rerun":
         requests.request_rerun(RerunData(fragment_id="f", is_fragment_scoped_rerun=True))
+    elif event == "fragment_widget":  # a widget inside a fragment (the layer explorer reporting its view)
+        requests.request_rerun(RerunData(fragment_id="f"))
+    elif event == "fragment_then_full":  # ...then a sidebar choice: the whole page reruns
+        requests.request_rerun(RerunData(fragment_id="f"))
+        requests.request_rerun(RerunData())
     elif event == "tab_closed":
         active.clear()
     assert gone() is stops

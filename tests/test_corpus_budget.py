@@ -61,7 +61,7 @@ def test_a_run_over_the_limit_is_refused_with_a_button_to_the_cheaper_method(tin
     at = _explain(at)
     assert not at.exception and len(at.error) == 1
     message = at.error[0].value.replace("\\", "")
-    assert f"(value_zeroing) on {ROWS} rows" in message and "would take" in message and "rows or fewer" in message
+    assert f"Value-zeroing rollout on {ROWS} rows" in message and "would take" in message and "rows or fewer" in message
     offer = next(b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead"))
     at = offer.click().run()
     method = at.selectbox(key="corpus_method").value

@@ -3,6 +3,7 @@ then run): the same explanations as the wrappers, the modality from the model or
 prepared request the same as from the raw input."""
 from __future__ import annotations
 
+import inspect
 from typing import Any, Callable
 
 import numpy as np
@@ -28,6 +29,7 @@ def _picture() -> np.ndarray:
 
 def test_the_package_exports_the_entry_point(tiny_handle: Callable[[str], Any]) -> None:
     assert callable(rc.explain) and rc.prepare is prepare and rc.Options is Options
+    assert inspect.signature(rc.explain) == inspect.signature(explain)  # what help() and notebooks show
     _same(rc.explain(tiny_handle("bert"), "the cat sat"), explain_text(tiny_handle("bert"), "the cat sat"))
 
 

@@ -15,7 +15,7 @@ from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState
 from streamlit.proto.WidgetStates_pb2 import WidgetState, WidgetStates
 
-from rollout_core import cancel
+from rollout_core import cancel, methods
 from rollout_core.maths import flow
 from rollout_core.models.loading import load_model
 from rollout_core.serving import budget
@@ -41,7 +41,8 @@ def test_a_method_over_the_limit_is_refused_with_a_button_to_the_cheaper_one(cos
     assert not at.exception
     assert len(at.error) == 1, [e.value for e in at.error]
     message = at.error[0].value.replace("\\", "")  # Markdown-escaped on the page
-    assert f"({costly})" in message and "would take" in message and "over this server's limit" in message
+    assert methods.display_name(costly) in message and f"({costly})" not in message  # no raw id on screen
+    assert "would take" in message and "over this server's limit" in message
     offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
     assert len(offers) == 1
     named = offers[0].label[len("Use "):-len(" instead")]
@@ -120,3 +121,21 @@ def test_a_long_request_shows_its_estimate_and_a_stop_that_ends_it(tiny_model_di
         while_running, after, stopped_at, later = pool.submit(asyncio.run, scenario()).result()
     assert any("estimated " + budget.in_words(seconds) in t for t in while_running), while_running
     assert any("Stopped" in t for t in after) and later == stopped_at, (after, stopped_at, later)
+
+
+def test_compare_offers_each_refused_side_its_own_cheaper_choice(tiny_model_dir: Callable[[str], Path],
+                                                                 monkeypatch: pytest.MonkeyPatch):
+    """Two models, one method: both sides refused on one page, each with its button (no clash), and one click
+    switches the shared method."""
+    model_a, model_b = str(tiny_model_dir("bert-long")), str(tiny_model_dir("bert-deep"))
+    cheap = max(_estimates(m, TEXT, "rollout")[0] for m in (model_a, model_b))
+    dear = min(_estimates(m, TEXT, "flow")[0] for m in (model_a, model_b))
+    assert cheap < dear
+    monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", str((cheap + dear) / 2))
+    at = page("app_pages/compare.py", mode="models", model=model_a, model_b=model_b, method="flow", text=TEXT)
+    assert not at.exception
+    assert len(at.error) == 2 and all("Attention flow on" in e.value.replace("\\", "") for e in at.error)
+    offers = [b for b in at.button if b.label.startswith("Use ") and b.label.endswith(" instead")]
+    assert len(offers) == 2
+    at = offers[0].click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]

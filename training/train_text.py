@@ -8,7 +8,9 @@ validation set (rollout_core/data/reviews_validation.csv) picks the epoch and fi
 the issue-27 blind reviews and the older hand-written sets are only measured. Trained parameters are stored as
 int8 differences from the pretrained ones (rollout_core.build.deltas) and every figure is measured on the model
 rebuilt from that stored form. Writes rollout_core/assets/text-sentiment/{trained.safetensors,training.json}
-unless --dry-run (then only prints the figures, for comparing variants).
+unless --dry-run (then only prints the figures, for comparing variants). A variant may start from an earlier stored
+delta (`start_from`, read from git history) instead of the package weights: the continue-* variants are one short
+epoch continued from the committed model (all6-tweets).
 """
 from __future__ import annotations
 
@@ -71,7 +73,8 @@ VARIANTS = {
     "continue-v4-templates": {**_CONTINUE, "generator": 4, "template_sentences": 3200},
     "continue-v4-mostly-templates": {**_CONTINUE, "generator": 4, "template_sentences": 3000,
                                      "review_sentences": 1200, "tweets": 400},
-    "continue-v5": {**_CONTINUE, "generator": 5, "template_sentences": 3200},
+    "continue-v5": {**_CONTINUE, "generator": 5},
+    "continue-v5-templates": {**_CONTINUE, "generator": 5, "template_sentences": 3200},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "all6-tweets"

@@ -119,16 +119,16 @@ def cached(key: Hashable, compute: Callable[[], Any], seconds: float = 0.0, what
     return results().get_or_compute(key, heavy)
 
 
-def _offer_cheaper(err: budget.BudgetError, method_key: str) -> None:
+def _offer_cheaper(err: budget.BudgetError, method_key: str, what: str) -> None:
     """Below a refusal: a button that switches the page's method (sidebar key `method_key`) to the cheaper
-    choice the refusal names."""
+    choice the refusal names (`what`: the refused work, which tells apart two refusals on one page)."""
     from rollout_core import methods
 
     def switch() -> None:
         st.session_state[method_key] = err.choice
 
-    st.button(f"Use {methods.display_name(err.choice)} instead", key=f"cheaper_{method_key}_{err.choice}",
-              on_click=switch, type="primary")
+    st.button(f"Use {methods.display_name(err.choice)} instead", on_click=switch, type="primary",
+              key=f"cheaper_{method_key}_{err.choice}_{hashlib.sha256(what.encode()).hexdigest()[:8]}")
 
 
 def _session_gone() -> Callable[[], bool]:
@@ -146,8 +146,10 @@ def _session_gone() -> Callable[[], bool]:
         return lambda: False
 
     def gone() -> bool:
-        state = requests._state
-        fragment_only = getattr(getattr(requests, "_rerun_data", None), "is_fragment_scoped_rerun", False)
+        state, data = requests._state, getattr(requests, "_rerun_data", None)
+        # a rerun of fragments only (the layer explorer reporting its view) does not replace this run
+        fragment_only = bool(getattr(data, "fragment_id_queue", None)) or getattr(data, "is_fragment_scoped_rerun",
+                                                                                  False)
         return (state == ScriptRequestType.STOP or (state == ScriptRequestType.RERUN and not fragment_only)
                 or manager.get_active_session_info(session_id) is None)
 
@@ -212,10 +214,12 @@ def guarded(what: str) -> Iterator[None]:
         yield
     except Stopped:  # `cached` said so, with its button to run it again
         pass
+    except cancel.Cancelled:  # this run was superseded (a new choice, Stop, a closed tab): no error, nothing failed
+        st.info("Stopped: the page changed while this was computing.")
     except budget.BudgetError as err:
         st.error(safe_text(err))
         if err.choice and getattr(err, "method_key", None):
-            _offer_cheaper(err, err.method_key)
+            _offer_cheaper(err, err.method_key, what)
     except RolloutError as err:
         st.error(safe_text(err))
     except Exception as err:  # a bug: keep the page usable, do not throw a traceback at the user

@@ -6,27 +6,31 @@ from __future__ import annotations
 
 from rollout_core.methods._spec import Workload
 
-MATMUL_FLOPS_PER_SECOND = 2.0e10
+MATMUL_FLOPS_PER_SECOND = 4.5e10
 """Dense float32 matrix products (the forward pass's projections and MLP) on one request's thread pool."""
-LAYER_OVERHEAD_SECONDS = 1.5e-3
+LAYER_OVERHEAD_SECONDS = 1.0e-3
 """Per layer and pass: Python, hooks, kernel launches, eager attention kept for the capture."""
-PAIR_SECONDS = 1.3e-9
+PAIR_SECONDS = 1.0e-9
 """Per layer, (output, input) pair and hidden unit of the contribution methods' (n, n, d) tensors."""
 PRODUCT_FLOPS_PER_SECOND = 1.0e10
 """The n x n products of a rollout (every layer's cumulative product is kept)."""
-REQUEST_SECONDS = 0.02
+REQUEST_SECONDS = 0.015
 """Per call, whatever the method: tokenising or decoding the input, assembling the explanation (a corpus batch of
 16 rows pays it once: default-text's 100-row rollout run was estimated 2.9x its time when it was paid per row)."""
 
 
 def forward_seconds(w: Workload, passes: float = 1.0) -> float:
     """`passes` forward passes of the whole encoder on `w.batch` inputs of `w.tokens` positions (24 n d^2
-    multiply-adds for the projections and MLP, 4x wide, and 4 n^2 d for attention, per layer), plus the call's
-    own handling once."""
+    multiply-adds for the projections and MLP, 4x wide, and 4 n^2 d for attention, per layer; the per-layer overhead
+    once per pass, whatever the batch), plus the call's own handling once."""
+    one_pass = w.model_layers * LAYER_OVERHEAD_SECONDS + w.batch * matmul_seconds(w)
+    return REQUEST_SECONDS + passes * one_pass
+
+
+def matmul_seconds(w: Workload) -> float:
+    """The dense products of one forward pass of one input (no per-layer overhead)."""
     n, d = w.tokens, w.hidden
-    flops = w.model_layers * (24 * n * d * d + 4 * n * n * d)
-    one_pass = w.model_layers * LAYER_OVERHEAD_SECONDS + flops / MATMUL_FLOPS_PER_SECOND
-    return REQUEST_SECONDS + w.batch * passes * one_pass
+    return w.model_layers * (24 * n * d * d + 4 * n * n * d) / MATMUL_FLOPS_PER_SECOND
 
 
 def product_seconds(w: Workload) -> float:

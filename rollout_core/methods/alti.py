@@ -21,7 +21,7 @@ def _contributions(method_input: MethodInput) -> torch.Tensor:
 
 
 
-ALTI_PAIR_FACTOR = 8.0
+ALTI_PAIR_FACTOR = 10.0
 """ALTI's per-pair work (transformed vectors through the layer norm, L1 distances) in units of the norms' (measured)."""
 
 

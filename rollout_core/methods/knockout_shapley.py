@@ -39,7 +39,7 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 
 
-COALITION_SHARE = 0.5
+COALITION_SHARE = 0.7
 """One coalition's run, in units of a forward pass (coalitions run in batches: measured)."""
 
 

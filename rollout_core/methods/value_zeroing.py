@@ -5,7 +5,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_method, readable_layers
-from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._cost import LAYER_OVERHEAD_SECONDS, forward_seconds, matmul_seconds
 from rollout_core.methods._spec import MethodInput, MethodSpec, Workload
 
 if TYPE_CHECKING:
@@ -30,13 +30,17 @@ def _supported(model):
 
 
 
-ZEROED_PASS_SHARE = 0.6
-"""One zeroed token's re-run of every layer, in units of a forward pass (re-runs go in batches of 64: measured)."""
+ZEROED_SHARE = 1.5
+"""One zeroed token's re-run of a layer, in units of that layer's share of a forward pass's products (measured)."""
+CHUNK = 64
+"""Zeroed copies per block call (maths.value_zeroing's `chunk`): the per-layer overhead is paid once per chunk."""
 
 
 def cost(w: Workload) -> float:
-    """The forward pass, then every layer re-run once per token with that token's values zeroed."""
-    return forward_seconds(w, 1 + ZEROED_PASS_SHARE * w.tokens)
+    """The forward pass, then every layer re-run once per token with that token's values zeroed, in chunks."""
+    chunks = -(-w.tokens // CHUNK)
+    return (forward_seconds(w) + w.batch * ZEROED_SHARE * w.tokens * matmul_seconds(w)
+            + w.batch * chunks * w.model_layers * LAYER_OVERHEAD_SECONDS)
 
 
 METHOD = MethodSpec(

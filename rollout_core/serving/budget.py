@@ -94,7 +94,7 @@ def refusal(method: str, workload: Workload, seconds: float, limit: float, choic
     elif fits:
         offers.append(f"shorten the text to about {fits} tokens")
     choice = " or ".join(offers) if offers else "choose a smaller input or another model"
-    return BudgetError(f"{spec.title} ({method}) on {size} through {workload.layers} layers would take "
+    return BudgetError(f"{spec.title} on {size} through {workload.layers} layers would take "
                        f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; {choice}",
                        choice=first[0][0] if first else None)
 
@@ -131,7 +131,7 @@ def check_batches(method: str, batches: list[Workload], *, limit: float | None =
     if (fit := int(rows * limit / seconds)) >= 1:
         offers.append(f"explain about {fit} rows or fewer")
     unit = "patches" if batches[0].image else "tokens"
-    raise BudgetError(f"{methods.get(method).title} ({method}) on {rows} rows of up to {longest} {unit} would take "
+    raise BudgetError(f"{methods.get(method).title} on {rows} rows of up to {longest} {unit} would take "
                       f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; "
                       + (" or ".join(offers) if offers else "choose fewer rows or another model"),
                       choice=first[0] if first else None)

@@ -2,8 +2,9 @@
 both, so another visitor's long computation starts at once instead of waiting (and being refused after 30 s).
 
 Visitors are browsers (separate Playwright contexts: their own cookies); the tabs of one context are one visitor.
-The computations are attention flows on a 256-token text through a 24-layer tiny BERT (estimated ~42 s: heavy,
-under the server's 60 s limit); closing the contexts stops them."""
+The computations are attention flows on a text of about 200 tokens through a 24-layer tiny BERT, as long as the
+budget's own estimate keeps under 3/4 of the server's 60 s limit (heavy, not refused); closing the contexts stops
+them."""
 from __future__ import annotations
 
 import random
@@ -21,10 +22,28 @@ WAITING = "Waiting for a free slot"
 OWN = "your other long computation"
 
 
-def _flow_url(app_url: str, model: Path, seed: int) -> str:
+def _text(seed: int, words: int) -> str:
     rng = random.Random(seed)
-    text = " ".join(rng.choice("the movie film was good great bad not very and but plot acting".split())
-                    for _ in range(300))
+    return " ".join(rng.choice("the movie film was good great bad not very and but plot acting".split())
+                    for _ in range(words))
+
+
+def _words(model: Path) -> int:
+    """The most words (of a few lengths) whose flow the budget estimates at under 3/4 of its 60 s limit."""
+    from rollout_core.models.loading import load_model
+    from rollout_core.serving import budget
+
+    handle = load_model(str(model))
+    for words in (300, 250, 220, 200, 180, 160):
+        seconds = budget.estimate_seconds("flow", budget.workload(handle, _text(0, words), "flow"))
+        if seconds <= 45:
+            assert seconds >= 10 * budget.HEAVY_SECONDS, "the flows must run long enough to overlap"
+            return words
+    raise AssertionError("no text length fits the budget")
+
+
+def _flow_url(app_url: str, model: Path, seed: int, words: int) -> str:
+    text = _text(seed, words)
     return f"{app_url}/text?model={urllib.parse.quote(str(model))}&method=flow&text={urllib.parse.quote(text)}"
 
 
@@ -40,14 +59,15 @@ def _running(tab: Any) -> None:
 def test_one_visitor_with_two_tabs_leaves_a_slot_to_another(app_url: str, browser: Any,
                                                            tiny_model_dir: Callable[[str], Path]) -> None:
     model = tiny_model_dir("bert-deep")
+    words = _words(model)
     first, second = browser.new_context(), browser.new_context()
     try:
         tabs = [first.new_page(), first.new_page()]
         for seed, tab in enumerate(tabs):
-            tab.goto(_flow_url(app_url, model, seed), timeout=LOAD)
+            tab.goto(_flow_url(app_url, model, seed, words), timeout=LOAD)
             _running(tab)
         other = second.new_page()
-        other.goto(_flow_url(app_url, model, 99), timeout=LOAD)
+        other.goto(_flow_url(app_url, model, 99, words), timeout=LOAD)
         _running(other)
         other.wait_for_timeout(8000)  # a waiter is told at once; 8 s without a note: it has a slot
         assert not _shows(other, WAITING), other.inner_text("body")[-1500:]
