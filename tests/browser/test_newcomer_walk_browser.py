@@ -190,3 +190,39 @@ def test_every_offered_method_shows_its_own_final_view(app_url: str, tab: Any, p
         problems.append(_check(tab, f"/{page} {model}", name, compare))
     problems = [p for p in problems if p]
     assert not problems, "\n".join(problems)
+
+
+def _final(tab: Any) -> list[tuple[int, int]]:
+    """(slider position, top) of each explorer with a shown slider, once the page has settled."""
+    _idle(tab)
+    tab.wait_for_timeout(1000)
+    _idle(tab)
+    return [(e["value"], e["max"]) for e in tab.evaluate(SHOWN)["explorers"] if not e["hidden"]]
+
+
+def test_a_new_model_or_modality_shows_the_final_map(app_url: str, tab: Any) -> None:
+    """The slider moved to layer 1, then another model (Image) or another input (Compare): the view is final."""
+    names = ("default-image", "shapes-vit-tiny")
+    if not all(registry.is_available(registry.lookup(n)) for n in names):
+        pytest.skip(f"{names} are not built: {registry.SETUP_HINT}")
+    tab.goto(f"{app_url}/image?model={names[0]}&method=rollout", timeout=LOAD)
+    tab.wait_for_selector(".lx-root", state="attached", timeout=LOAD)
+    _idle(tab)
+    _move_slider_down(tab)
+    before = tab.locator(SLIDER).first.get_attribute("max")
+    _pick(tab, f"{names[1]} (embedded)", label="Model")
+    tab.wait_for_function("([s, before]) => [...document.querySelectorAll(s)].some(i => i.max !== before)",
+                          arg=[SLIDER, before], timeout=LOAD)  # the other model's depth
+    shown = _final(tab)
+    assert shown and all(value == top for value, top in shown), shown
+
+    tab.goto(f"{app_url}/compare?modality=text&model=default-text&method=rollout&b_method=attention", timeout=LOAD)
+    tab.wait_for_selector(".lx-root", state="attached", timeout=LOAD)
+    _idle(tab)
+    _move_slider_down(tab)
+    tab.get_by_test_id("stMain").get_by_text("Image", exact=True).first.click()
+    tab.wait_for_function("() => location.search.includes('modality=image')", timeout=LOAD)
+    tab.wait_for_function("() => [...document.querySelectorAll('.lx-figures .gtitle')].some(t => t.textContent"
+                          ".includes('default-image'))", timeout=LOAD)
+    shown = _final(tab)
+    assert shown and all(value == top for value, top in shown), shown
