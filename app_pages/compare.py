@@ -29,13 +29,17 @@ mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_
 with st.sidebar:
     st.header("Left (A)")
     name_a, pickle_a = model_picker(modality, key="model")
-    method_a, target_a = method_settings(model=name_a, modality=modality,  # starts on its measured default
-                                         handle=loaded(name_a, pickle_a))
-    st.header("Right (B)")
-    if mode == "models":
+    if mode == "models":  # one method for both: only what runs on both models is offered
+        st.header("Right (B)")
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
+        st.header("Method (both sides)")
+        method_a, target_a = method_settings(model=name_a, modality=modality, handle=loaded(name_a, pickle_a),
+                                             also=(loaded(name_b, pickle_b),))
         method_b, target_b = method_a, target_a
     else:
+        method_a, target_a = method_settings(model=name_a, modality=modality,  # starts on its measured default
+                                             handle=loaded(name_a, pickle_a))
+        st.header("Right (B)")
         name_b, pickle_b = name_a, pickle_a
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
             # B starts on another method: plain rollout against the measured default (raw attention if that is it)
@@ -62,7 +66,7 @@ def explained(side: str, name: str, allow_pickle: bool, method: Options,
     """One side's explanation (None after showing why there is none)."""
     if source is None or not core.run(f"loading {name or 'model ' + side}", core.load, name, allow_pickle):
         return None
-    return core.run(f"explaining with {name} ({method.method}) for side {side}", fetch)
+    return core.run(f"explaining with {name} ({methods.display_name(method.method)}) for side {side}", fetch)
 
 
 SIDES = {"shared": "One scale for both sides", "each": "Each side its own scale"}

@@ -61,3 +61,16 @@ def test_a_backbone_without_figures_names_no_check_button(tiny_model_dir) -> Non
     captions = " ".join(str(c.value) for c in at.caption)
     assert "Check this map" not in captions and "no prediction a check could follow" in captions
     assert not [b for b in at.button if b.key == "trust_check"]
+
+
+def test_two_models_on_compare_are_offered_only_methods_both_can_run() -> None:
+    """default-image against dinov2-small (no classifier, no fine-tuned blocks) under one shared method: the picker
+    offers what runs on both, so the page opens on a map for each side, not on B's refusal of A's default."""
+    _built("default-image", "dinov2-small")
+    at = page("app_pages/compare.py", modality="image", mode="models", model="default-image",
+              model_b="dinov2-small")
+    assert_clean(at)
+    offered = at.selectbox(key="method").options
+    assert offered and not {"alti_tuned", "gradient", "attnlrp"} & {o.split(" · ")[0] for o in offered}
+    assert not {methods.display_name(m) for m in ("alti_tuned", "gradient", "attnlrp")} & {
+        o.split(" · ")[0] for o in offered}

@@ -54,15 +54,18 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
 
 def method_settings(key: str = "", target_help: str | None = None, model: str | None = None,
                     modality: str | None = None, handle: Any = None, zero_shot: bool = False,
-                    ) -> tuple[Options, str | int | None]:
+                    also: tuple[Any, ...] = ()) -> tuple[Options, str | int | None]:
     """Method, head fusion, residual weight, discard ratio, start layer (the `Options`) and the target (None:
     predicted); `key` prefixes the URL names. With `model`, the picker starts on its measured default and shows
     each method's measured figures. With the loaded `handle`, it offers only the methods that can run on it
-    (`methods.runnable`; `zero_shot`: the page gives zero-shot labels), else those of `modality`."""
+    (`methods.runnable`; `zero_shot`: the page gives zero-shot labels), else those of `modality`; `also`: other
+    loaded handles the same method runs on (Compare's two models), whose runnable methods it is narrowed to."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     record = measured.figures(model)
     if handle is not None:
         offered = [s.name for s in methods.runnable(handle, zero_shot=zero_shot)]
+        for other in (h for h in also if h is not None):
+            offered = [m for m in offered if m in {s.name for s in methods.runnable(other)}] or offered
     else:
         offered = [m for m in methods.names() if modality is None or modality in methods.get(m).modalities]
     default = measured.default_method(model, methods.names())
@@ -75,7 +78,8 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     st.session_state[model_key] = model
     stale = st.session_state[k("method")]
     if stale not in offered:  # chosen for another model or input: say why it is not offered here
-        why = methods.get(stale).refusal(handle, zero_shot=zero_shot) if handle is not None else None
+        why = next((w for h in (handle, *also) if h is not None
+                    for w in [methods.get(stale).refusal(h, zero_shot=zero_shot and h is handle)] if w), None)
         st.caption(safe_text(f"{methods.display_name(stale)} cannot run here" + (f": {why}." if why else ".")))
         st.session_state[k("method")] = default
     method = st.selectbox(method_option.label, offered, key=k("method"),

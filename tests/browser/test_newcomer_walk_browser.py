@@ -45,10 +45,13 @@ SHOWN = """() => {
   };
 }"""
 
-# (page, model, modality): one load each; Compare walks side A's picker with "One model, two methods"
-WALKS = [("text", "default-text", "text"), ("text", "minilm", "text"), ("image", "default-image", "image"),
-         ("image", "shapes-vit-tiny", "image"), ("image", "dinov2-small", "image"),
-         ("compare", "default-text", "text"), ("compare", "default-image", "image")]
+# (page, model, modality, mode): one load each; Compare walks side A's picker ("methods": one model, two methods;
+# "models": default-image against dinov2-small, which has no classifier, under one shared method)
+WALKS = [("text", "default-text", "text", ""), ("text", "minilm", "text", ""),
+         ("image", "default-image", "image", ""), ("image", "shapes-vit-tiny", "image", ""),
+         ("image", "dinov2-small", "image", ""), ("compare", "default-text", "text", "methods"),
+         ("compare", "default-image", "image", "methods"), ("compare", "default-image", "image", "models")]
+MODEL_B = "dinov2-small"
 
 
 def _idle(tab: Any) -> None:
@@ -159,15 +162,19 @@ def tab(browser: Any) -> Any:
     context.close()
 
 
-@pytest.mark.parametrize(("page", "model", "modality"), WALKS, ids=[f"{p}-{m}" for p, m, _ in WALKS])
+@pytest.mark.parametrize(("page", "model", "modality", "mode"), WALKS,
+                         ids=[f"{p}-{m}" + (f"-{mode}" if mode else "") for p, m, _, mode in WALKS])
 def test_every_offered_method_shows_its_own_final_view(app_url: str, tab: Any, page: str, model: str,
-                                                       modality: str) -> None:
-    if not registry.is_available(registry.lookup(model)):
-        pytest.skip(f"{model} is not built: {registry.SETUP_HINT}")
+                                                       modality: str, mode: str) -> None:
+    for name in (model, MODEL_B) if mode == "models" else (model,):
+        if not registry.is_available(registry.lookup(name)):
+            pytest.skip(f"{name} is not built: {registry.SETUP_HINT}")
     compare = page == "compare"
-    query = f"modality={modality}&model={model}&mode=methods" if compare else f"model={model}"
+    query = f"modality={modality}&model={model}&mode={mode}" if compare else f"model={model}"
+    query += f"&model_b={MODEL_B}" if mode == "models" else ""
     tab.goto(f"{app_url}/{page}?{query}", timeout=LOAD)
     tab.wait_for_selector(".lx-root", state="attached", timeout=LOAD)
+    tab.wait_for_selector(".lx-root :is(.gtitle, .token-legend)", state="attached", timeout=LOAD)  # drawn by JS
     _idle(tab)
     offered = _options(tab)
     by_title = {methods.display_name(m): m for m in methods.names()}
