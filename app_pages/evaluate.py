@@ -55,7 +55,9 @@ STOPPED_ONE = "evaluate_one_stopped"
 
 
 def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of formatted cells
-    st.dataframe(frame, width="stretch")
+    """The table with its method columns under their display names (no raw ids on screen), and its notes."""
+    shown = frame.rename(columns=lambda c: registry.display_name(c) if c in registry.names() else c)
+    st.dataframe(shown, width="stretch")
     for note in notes:
         st.caption(note)
 

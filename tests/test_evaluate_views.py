@@ -125,6 +125,8 @@ def test_evaluate_page_has_readable_labels_and_four_titled_curves(tiny_model_dir
     assert not at.error, texts(at.error)
     cells = _frame_cells(at)
     assert "Deletion AUC" in cells and not any(c in ("None", "nan") for c in cells)
+    columns = list(at.dataframe[-1].value.columns)  # methods by display name, no raw ids
+    assert "Attention rollout" in columns and "rollout" not in columns
     charts = at.get("plotly_chart")
     assert len(charts) == 4
     specs = [c.proto.spec for c in charts]
