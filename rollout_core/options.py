@@ -115,6 +115,8 @@ OPTIONS: tuple[OptionSpec, ...] = (
                applies="methods that roll out a product of layer matrices (attention or contributions)",
                help="zero this fraction of the lowest fused attention before the residual (vit-explain)"),
     OptionSpec("start_layer", "layer", 0, flag="--start-layer", url="start", label="Start layer",
+               uses="cumulative", applies="methods that roll out from a start layer (not one map of the whole "
+               "model, not one layer's attention)",
                help="roll out from this layer (0 = the first; negative counts from the end); a method that reads "
                     "only the fine-tuned layers raises it to the first of them"),
     OptionSpec("end_layer", "layer", None, flag="--end-layer",
