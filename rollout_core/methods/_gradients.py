@@ -14,6 +14,12 @@ if TYPE_CHECKING:
     from rollout_core.inputs.continuous import PreparedInput
 
 
+GRADIENT_ATTRIBUTION = dict(class_specific=True, signed=True, needs_classes=True, uses_head_fusion=False,
+                            uses_residual=False, uses_discard=False, cumulative=False, layered=False)
+"""The MethodSpec facts the gradient attributions share: one signed map of a classifier's class for the whole model,
+read from no attention (so no head fusion, residual, discard or layer range)."""
+
+
 def per_position(method_input: MethodInput,
                  attribute: "Callable[[PreparedInput, int], torch.Tensor]") -> "torch.Tensor":
     """(B, n) `attribute(prepared, target)` of every sample, (n_b,) each, padded with zeros to the batch's n.

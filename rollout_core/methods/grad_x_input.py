@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
+from rollout_core.methods._gradients import GRADIENT_ATTRIBUTION, per_position
 from rollout_core.methods._rows import one_map
 from rollout_core.methods._cost import forward_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
@@ -32,8 +33,6 @@ def attribute(prepared: "PreparedInput", target: int,
 
 def compute(method_input: MethodInput) -> MethodOutput:
     """The gradient x input of each position, the same map at every layer of the range."""
-    from rollout_core.methods._gradients import per_position
-
     return one_map(per_position(method_input, attribute), method_input)
 
 
@@ -57,14 +56,7 @@ METHOD = MethodSpec(
     use_when="As an attention-free baseline to check an attention method against; cheap, but noisy on deep models.",
     explains="How much each input's features, times the class logit's gradient, push the logit up (positive) or "
              "down (negative).",
-    class_specific=True,
-    signed=True,
-    needs_classes=True,
-    uses_head_fusion=False,
-    uses_residual=False,
-    uses_discard=False,
-    cumulative=False,
-    layered=False,
+    **GRADIENT_ATTRIBUTION,
     agreement="gxi",
     attribute=attribute,
     cost=cost,

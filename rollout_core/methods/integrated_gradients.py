@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable
 
+from rollout_core.methods._gradients import GRADIENT_ATTRIBUTION, per_position
 from rollout_core.methods._rows import one_map
 from rollout_core.methods._cost import forward_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
@@ -51,7 +52,6 @@ def attribute(prepared: "PreparedInput", target: int, progress: "Callable[[int],
 def compute(method_input: MethodInput) -> MethodOutput:
     """The integrated gradients of each position, the same map at every layer of the range."""
     from rollout_core.maths.attribution import completeness_gap
-    from rollout_core.methods._gradients import per_position
 
     gaps = []
 
@@ -94,14 +94,7 @@ METHOD = MethodSpec(
              "with gradients.",
     explains="How much each input moves the class logit from the baseline to the input (positive: up); the values "
              "sum to that change.",
-    class_specific=True,
-    signed=True,
-    needs_classes=True,
-    uses_head_fusion=False,
-    uses_residual=False,
-    uses_discard=False,
-    cumulative=False,
-    layered=False,
+    **GRADIENT_ATTRIBUTION,
     agreement="ig",
     attribute=attribute,
     passes=STEPS,
