@@ -159,7 +159,8 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     at.radio(key="one_grid_image").set_value("tenths").run()
     at.button[0].click().run()
     assert_clean(at)
-    assert "not computed" not in _frame_cells(at) and "×100: 0–90 (accuracy over 0–0.9 removed)" in _frame_cells(at)
+    cells = _frame_cells(at)
+    assert "not computed" not in cells and "×100: 0–90 (accuracy over 0–0.9 removed)" in cells
     assert any("agreement with gradient × input and integrated gradients" in c and "3 random orderings" in c
                and "curves read at tenths (0, 0.1, …, 1; Chefer's to 0.9)." in c for c in texts(at.caption))
 
