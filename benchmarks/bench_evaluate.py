@@ -15,7 +15,8 @@
     of default-text and one generated shape of default-image, beside one explanation of it (the mean over the three
     methods), interleaved runs, medians; the default protocol (no reference, 1 random ordering), the page's own
     explanation given (as the Evaluate page does), and what asking for more costs (gradient x input, integrated
-    gradients, 3 orderings). Torch threads: as the process has them (set OMP_NUM_THREADS).
+    gradients, 3 orderings) or what each grid costs (the default: text tenths, images fifths). Torch threads: as
+    the process has them (set OMP_NUM_THREADS).
 
 Run: python benchmarks/bench_evaluate.py [--sentences 100] [--quick] [--single-only] [--repeats 5]
 """
@@ -125,7 +126,9 @@ SINGLE_PROTOCOLS = (("default (no reference, 1 random ordering)", {}),
                     ("default, the page's explanation given", {"page": True}),
                     ("+ gradient x input", {"references": ("gxi",)}),
                     ("+ both references (before: text's default)", {"references": ("gxi", "ig")}),
-                    ("+ 3 random orderings", {"seeds": 3}))
+                    ("+ 3 random orderings", {"seeds": 3}),
+                    ("grid tenths (the full protocol)", {"grid": "tenths"}),
+                    ("grid fifths", {"grid": "fifths"}))
 
 
 def single_case(modality: str, repeats: int) -> None:
@@ -153,7 +156,7 @@ def single_case(modality: str, repeats: int) -> None:
     times: dict[str, list[float]] = {}
     for m in three:  # warm-up: kernels, the scoring copy of the model
         explain(handle, source, method=m)
-    evaluate_input(handle, source, three)
+    default = evaluate_input(handle, source, three)
     for _ in range(repeats):
         for m in three:
             times.setdefault(m, []).append(_seconds(lambda m=m: explain(handle, source, method=m))[0])
@@ -175,7 +178,8 @@ def single_case(modality: str, repeats: int) -> None:
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     print("  one explanation: " + ", ".join(f"{m} {med[m] * 1000:.0f} ms" for m in three)
           + f"; unit (their mean) {unit * 1000:.0f} ms; a scored row in a pass of 16: {med['row'] * 1000:.1f} ms = "
-          f"{med['row'] / unit:.2f} explanations ({prepared.n} positions)")
+          f"{med['row'] / unit:.2f} explanations ({prepared.n} positions); the default run: grid {default.grid}, "
+          f"{default.scored} perturbed inputs in {default.passes} passes")
     for name, _ in SINGLE_PROTOCOLS:
         print(f"  {name:48s} {med[name]:7.3f} s = {med[name] / unit:6.1f} explanations"
               f"{f' (target <= {target})' if name.startswith('default') else ''}", flush=True)
