@@ -46,6 +46,12 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
     return layers
 
 
+def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype) -> torch.Tensor:
+    """Every layer's heads fused in `dtype`, stacked: (L, B, n, n), a tensor of its own (the steps after it run
+    in place)."""
+    return torch.stack([fuse_heads(a if a.dtype == dtype else a.to(dtype), head_fusion) for a in layers])
+
+
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
     """Python slice semantics over layers (negative indices allowed); an empty range is an error.
     Integer-like values (numpy integers from a table or slider) are accepted; floats are not."""
@@ -167,7 +173,7 @@ def _augmented_layers(
     _check_options(residual_weight, discard_ratio)
     layers = layer_range(len(all_layers), start_layer, end_layer)
     dtype = compute_dtype(all_layers[0].dtype)
-    fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])  # ours: in place
+    fused = fused_stack([all_layers[l] for l in layers], head_fusion, dtype)
     if drop_columns is not None:
         keep = ~drop_columns[list(layers)].to(device=fused.device, dtype=torch.bool)
         fused.mul_(keep[:, :, None, :].to(dtype))
@@ -302,12 +308,11 @@ def chain_rows(weights: torch.Tensor, layers: torch.Tensor, *, all_layers: bool 
         for augmented in reversed(layers):
             vector = torch.bmm(vector, augmented)
         return vector
-    # vectors[:, t] will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
-    vectors = weights.unsqueeze(1).repeat(1, count, 1, 1)
+    # rows t*k:(t+1)*k will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
+    vectors = weights.repeat(1, count, 1)
     for l in range(count - 1, -1, -1):
-        above = vectors[:, l:].reshape(batch, (count - l) * k, n)
-        vectors[:, l:] = torch.bmm(above, layers[l]).view(batch, count - l, k, n)
-    return vectors.transpose(0, 1)
+        vectors[:, l * k:] = torch.bmm(vectors[:, l * k:], layers[l])
+    return vectors.view(batch, count, k, n).transpose(0, 1)
 
 
 def fused_layers(
@@ -320,7 +325,7 @@ def fused_layers(
     negatives 0, padded rows and columns 0; rows not renormalised (a max or min over heads does not sum to 1)."""
     layers = as_layers(attentions)
     dtype = compute_dtype(layers[0].dtype)
-    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])  # ours: the steps run in place
+    fused = fused_stack(layers, head_fusion, dtype)
     _, batch, n, _ = fused.shape
     real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
     fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
