@@ -13,6 +13,9 @@ from app_pages._lib.state import param, sync_url
 from rollout_core import methods as registry
 from rollout_core.faithfulness.evaluate import (
     DEFAULT_REFERENCES,
+    FULL_GRID,
+    GRIDS,
+    INPUT_GRID,
     METHODS,
     REFERENCES,
     DatasetEvaluation,
@@ -104,7 +107,8 @@ with one:
     else:
         source = image_input().data
     st.caption("By default one input is evaluated with the methods above and one random ordering (the chance row), "
-               "every perturbation of every method scored together. Add what costs more here:")
+               f"its curves read at {INPUT_GRID[modality]}, every perturbation of every method scored together. "
+               "Add what costs more here:")
     ask = st.columns(3)
     one_gxi = ask[0].checkbox("Gradient × input reference", key=f"one_gxi_{modality}",
                               help="The “Rank agreement with gradient × input” row: one gradient pass.")
@@ -115,6 +119,12 @@ with one:
     seeds = ask[2].number_input("Random orderings", 1, 10, key="seeds",
                                 help="More orderings make the chance row steadier; each costs as much as a method.")
     one_references = tuple(r for r, on in (("gxi", one_gxi), ("ig", one_ig)) if on)
+    grid = st.radio("Curves read at", list(GRIDS), index=list(GRIDS).index(INPUT_GRID[modality]),
+                    key=f"one_grid_{modality}", horizontal=True, format_func=lambda g: GRIDS[g].words(),
+                    help=f"The fractions of the {'tokens' if modality == 'text' else 'patches'} removed / put back "
+                         f"at which each curve is scored. {FULL_GRID.capitalize()}: the full protocol of the "
+                         "data sets and the recorded tables. Fifths: about half as many perturbed inputs, the "
+                         "default for an image (each of its perturbed inputs costs about half an explanation).")
     if st.button("Evaluate this input", type="primary", disabled=not methods) and source is not None:
         st.session_state["evaluate_one"] = True
     if st.session_state.pop(STOPPED_ONE, False):
@@ -129,14 +139,14 @@ with one:
         given = {method.method: page_exp} if page_exp is not None and method.method in methods else None
         result = core.run(f"perturbing the input for {len(methods)} methods", core.evaluate_input, name,
                           allow_pickle, source, methods, method, one_references, progress=_progress(bar),
-                          seeds=int(seeds), explanations=given)
+                          seeds=int(seeds), explanations=given, grid=grid)
         running.empty()
         if result is not None:
             _prediction(page_exp, result)
             for note in result.notes:
                 st.warning(note)
             st.caption(what_ran(result))
-            _table(*readable_table(result.table, result.not_computed))
+            _table(*readable_table(result.table, result.not_computed, result.grid))
             cols = st.columns(2)
             for i, curve in enumerate(CURVES):
                 with cols[i % 2]:

@@ -211,16 +211,21 @@ def check_attentions(
             raise UnsupportedModelError(
                 f"layer {layer} returned {what} weights of shape {tuple(att.shape)}, expected (batch, heads, {q}, {k})"
             )
-        if not _all_finite(att):
-            raise UnsupportedModelError(
-                f"the model produced NaN or infinite {what} weights in layer {layer}: its weights or this input "
-                "overflow (try float32, or check the model files)"
-            )
+    layer = _first_non_finite(attentions)
+    if layer is not None:
+        raise UnsupportedModelError(
+            f"the model produced NaN or infinite {what} weights in layer {layer}: its weights or this input "
+            "overflow (try float32, or check the model files)"
+        )
     return tuple(attentions)
 
 
-def _all_finite(values: torch.Tensor) -> bool:
-    """`torch.isfinite(values).all()`: one sum decides when it is finite (NaN and infinity make it so), the
-    element-wise test runs only when the sum is not (or overflowed)."""
-    total = values.sum(dtype=compute_dtype(values.dtype)) if values.is_floating_point() else values.sum()
-    return bool(torch.isfinite(total)) or bool(torch.isfinite(values).all())
+def _first_non_finite(layers: Sequence[torch.Tensor]) -> int | None:
+    """The first layer holding NaN or infinity, or None: one sum per layer and one test of them all decide when
+    every layer is finite (NaN and infinity make a sum so); the element-wise test runs only when a sum is not (or
+    overflowed)."""
+    totals = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
+                          for a in layers])
+    if bool(torch.isfinite(totals).all()):
+        return None
+    return next((layer for layer, a in enumerate(layers) if not bool(torch.isfinite(a).all())), None)

@@ -50,6 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
     for command, p in (("text", text), ("image", image)):
         add_option_flags(p, command)
         p.add_argument("--json", action="store_true", help="print one JSON object (Explanation.to_dict())")
+        if command == "text":
+            p.add_argument("--tokens", action="store_true",
+                           help="one row per token (word pieces as the model reads them) instead of per word")
         p.add_argument("--allow-pickle", action="store_true",
                        help="allow pickle weights (.bin/.pt): they can run code when loaded; only for trusted models")
 
@@ -181,7 +184,7 @@ def _cmd_text(args: argparse.Namespace) -> int:
     from rollout_core.explain import explain_text
 
     explanation = explain_text(_load(args.model, "text", args.allow_pickle), text, **options.kwargs(), **request)
-    print(explanation.to_json() if args.json else render_text(explanation))
+    print(explanation.to_json() if args.json else render_text(explanation, tokens=args.tokens))
     return 0
 
 
@@ -273,9 +276,32 @@ def _bar(value: float, top: float) -> str:
     return "█" * filled + "·" * (BAR_WIDTH - filled)
 
 
+def _signed_bar(value: float, top: float) -> str:
+    """A diverging bar centred at 0: evidence against grows left of the centre line, evidence for grows right."""
+    half = BAR_WIDTH // 2
+    size = 0 if top <= 0 else min(half, round(half * abs(value) / top))
+    left, right = ("▒" * size, "") if value < 0 else ("", "█" * size)
+    return "·" * (half - len(left)) + left + "|" + right + "·" * (half - len(right))
+
+
+def _bars(values: Sequence[float], signed: bool, positions: int | None = None) -> list[str]:
+    """One bar per value on the figures' scale (`colour_range`): signed values around 0; shares from 0 to the
+    largest, but never below twice the uniform share of the `positions` (default: the values shown), so a flat
+    map reads as short bars instead of every bar stretched to full width."""
+    import numpy as np
+
+    from rollout_core.figures._common import FLAT_FLOOR, colour_range
+
+    array = np.asarray(values, dtype=np.float64)
+    top = colour_range(array, signed)[1] if array.size else 0.0
+    if not signed and positions:
+        top = max(top, FLAT_FLOOR / positions)
+    return [(_signed_bar if signed else _bar)(float(v), top) for v in array]
+
+
 def _header(e: Any) -> list[str]:
     default = e.settings.get("method_default")
-    method = e.method + (f" ({default})" if default else "")
+    method = f"{methods.display_name(e.method)} [{e.method}]" + (f" ({default})" if default else "")
     lines = [f"model: {e.model_name}   method: {method}   explained: {e.target_description}"]
     facts = methods.describe(e.method, e.settings)
     if facts:
@@ -288,6 +314,20 @@ def _header(e: Any) -> list[str]:
     return lines
 
 
+def _summary(e: Any) -> list[str]:
+    """The pages' plain-language paragraph (rollout_core.summary), wrapped for a terminal."""
+    import textwrap
+
+    from rollout_core.summary import summarize
+
+    return textwrap.wrap(summarize(e), width=110, initial_indent="summary: ", subsequent_indent="  ")
+
+
+def _signed_legend(e: Any, unit: str) -> str:
+    return (f"signed: each {unit}'s share of the total size of the evidence; right of | for "
+            f"{e.target!r}, left (▒) against it")
+
+
 def _unreadable(e: Any) -> str | None:
     """The header and one line instead of the map when the method says its map cannot be read (its note above)."""
     if not e.not_meaningful:
@@ -296,27 +336,46 @@ def _unreadable(e: Any) -> str | None:
                                    "its numbers"])
 
 
-def render_text(e: Any) -> str:
-    """A table of the shown tokens (special tokens left out, shares renormalised) with bars."""
+def render_text(e: Any, tokens: bool = False) -> str:
+    """A table of the text's words (or with `tokens`, its shown tokens: special tokens left out), their shares
+    renormalised, with bars; signed methods on a diverging bar (for / against); then the summary."""
     if (unreadable := _unreadable(e)) is not None:
         return unreadable
-    tokens, scores = e.display_tokens(), e.display_scores()
-    width = min(24, max((len(repr(t)) for t in tokens), default=5))
-    top = float(max(scores, default=0.0))
-    rows = [f"{repr(t)[:width]:<{width}}  {_bar(float(s), top)}  {float(s):.4f}" for t, s in zip(tokens, scores)]
-    return "\n".join(_header(e) + [""] + rows)
+    from rollout_core.compare import word_scores
+
+    if tokens or e.text is None or e.offsets is None:
+        names, scores = e.display_tokens(), [float(s) for s in e.display_scores()]
+    else:
+        merged = word_scores(e)
+        names, scores = [w for w, *_ in merged], [float(s) for *_, s in merged]
+    width = min(24, max((len(repr(t)) for t in names), default=5))
+    number = "{:+.4f}" if e.signed else "{:.4f}"
+    rows = [f"{repr(t)[:width]:<{width}}  {bar}  {number.format(s)}"
+            for t, s, bar in zip(names, scores, _bars(scores, e.signed))]
+    legend = [_signed_legend(e, "token" if tokens else "word")] if e.signed else []
+    return "\n".join(_header(e) + [""] + legend + rows + [""] + _summary(e))
 
 
 def render_image(e: Any) -> str:
-    """The patch map (rows = image rows) as numbers in percent, then the ten strongest patches."""
+    """The patch map (rows = image rows) as numbers in percent, then the strongest patches (for and against, for
+    signed methods), then the summary."""
     if (unreadable := _unreadable(e)) is not None:
         return unreadable
     grid = e.score_map()
     rows = [" ".join(f"{100 * v:5.1f}" for v in row) for row in grid]
     flat = grid.ravel()
-    order = flat.argsort()[::-1][:10]
-    top = float(flat.max()) if flat.size else 0.0
     cols = grid.shape[1]
-    best = [f"patch {i // cols},{i % cols}  {_bar(float(flat[i]), top)}  {float(flat[i]):.4f}" for i in order]
-    return "\n".join(_header(e) + [f"patch map {grid.shape[0]}x{grid.shape[1]} (% of the shown total):"] + rows
-                     + ["", "strongest patches:"] + best)
+    if e.signed:
+        title = f"patch map {grid.shape[0]}x{grid.shape[1]} (% of the total size; + for {e.target!r}, - against):"
+        groups = {"strongest patches for:": [int(i) for i in flat.argsort()[::-1][:10] if flat[i] > 0],
+                  "strongest patches against:": [int(i) for i in flat.argsort()[:5] if flat[i] < 0]}
+    else:
+        title = f"patch map {grid.shape[0]}x{grid.shape[1]} (% of the shown total):"
+        groups = {"strongest patches:": [int(i) for i in flat.argsort()[::-1][:10]]}
+    listed = [i for order in groups.values() for i in order]
+    bars = dict(zip(listed, _bars([float(flat[i]) for i in listed], e.signed, positions=flat.size)))
+    number = "{:+.4f}" if e.signed else "{:.4f}"
+    best = [line for heading, order in groups.items() if order
+            for line in [heading] + [f"{f'patch {i // cols},{i % cols}':<12} {bars[i]}  {number.format(float(flat[i]))}"
+                                     for i in order]]
+    return "\n".join(_header(e) + [title] + rows + [""] + best + [""] + _summary(e))

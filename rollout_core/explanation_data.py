@@ -5,12 +5,16 @@ views; the views work on the data alone, so they never import the user-facing cl
 The data keeps every position the model saw (special tokens, registers, padding are *not* dropped);
 `special` marks the positions that displays leave out, and `display_scores()` renormalises the rest.
 Arrays are numpy (the edge of the library); the maths that produced them is torch.
+
+`matrix` may be `Deferred`: the rolled-out methods leave the final n x n product, which no default view reads, to
+its first reader (the matrix heatmap, exports, comparisons); reading `matrix` computes it then, once.
 """
 from __future__ import annotations
 
 import json
+import threading
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Callable, Literal
 
 import numpy as np
 
@@ -43,7 +47,8 @@ class ExplanationData:
     scores: np.ndarray  # (n,) the explained row of the final matrix (share of each input position)
     layer_scores: np.ndarray  # (L, n) the explained row of the cumulative result after layer k (slider)
     layer_attention_scores: np.ndarray  # (L, n) the explained row of layer k's own fused attention
-    matrix: np.ndarray | None  # (n, n) final matrix; None only where computing it is too costly (flow on images)
+    matrix: np.ndarray | None  # (n, n) final matrix; None only where computing it is too costly (flow on images);
+    # may be given as a `Deferred` (then computed on first read, see the module docstring)
     layer_attention: np.ndarray  # (L, n, n) raw head-fused attention per layer
     settings: dict[str, Any]  # everything needed to reproduce: model, method, options, target, lengths
     target_description: str  # plain words: "row of [CLS]", "mean of the 9 token rows", "position 4 ('sat')"
@@ -140,6 +145,52 @@ class ExplanationData:
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(**kwargs), ensure_ascii=False)
+
+
+class Deferred:
+    """A value computed on first use, once: `compute` is a picklable function of no arguments (a functools.partial
+    of a module-level function over numpy arrays, never of a model) and `nbytes` the bytes its value will hold, which
+    `lru.size_of` counts before it exists. Threads asking at once compute it once (a lock); the inputs are dropped
+    once it is computed. Pickles as its inputs, or as its value once computed."""
+
+    def __init__(self, compute: Callable[[], Any], nbytes: int) -> None:
+        self.nbytes = int(nbytes)
+        self._compute: Callable[[], Any] | None = compute
+        self._value: Any = None
+        self._lock = threading.Lock()
+
+    def value(self) -> Any:
+        if self._compute is not None:
+            with self._lock:
+                if self._compute is not None:
+                    self._value = self._compute()
+                    self._compute = None
+        return self._value
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"nbytes": self.nbytes, "compute": self._compute, "value": self._value}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.nbytes, self._compute, self._value = state["nbytes"], state["compute"], state["value"]
+        self._lock = threading.Lock()
+
+
+def _read_matrix(self: ExplanationData) -> np.ndarray | None:
+    stored = self.__dict__.get("matrix")
+    if isinstance(stored, Deferred):
+        stored = stored.value()
+        self.__dict__["matrix"] = stored
+    return stored
+
+
+def _write_matrix(self: ExplanationData, value: np.ndarray | Deferred | None) -> None:
+    self.__dict__["matrix"] = value
+
+
+# A property set after the dataclass is made (a property in the class body would be taken for the field's default):
+# the field stays a plain constructor argument, reading it resolves a Deferred.
+ExplanationData.matrix = property(  # type: ignore[assignment]
+    _read_matrix, _write_matrix, doc="(n, n) final matrix, computed on this first read when it was deferred")
 
 
 def display_shares(scores: np.ndarray, special: np.ndarray, signed: bool = False) -> np.ndarray:

@@ -18,7 +18,8 @@ Bound = Callable[[], int]
 
 def size_of(value: Any) -> int:
     """Bytes held by `value`: numpy arrays and torch tensors by their buffers, DataFrames by their deep memory,
-    strings and bytes by their length, dicts, sequences and dataclasses by their contents (each object once)."""
+    strings and bytes by their length, dicts, sequences and dataclasses by their contents (each object once; a
+    value not computed yet by the `nbytes` it will hold)."""
     seen: set[int] = set()
 
     def walk(item: Any) -> int:
@@ -36,10 +37,17 @@ def size_of(value: Any) -> int:
         if isinstance(item, (list, tuple, set, frozenset)):
             return sys.getsizeof(item) + sum(walk(v) for v in item)
         if dataclasses.is_dataclass(item) and not isinstance(item, type):
-            return sum(walk(getattr(item, f.name)) for f in dataclasses.fields(item))
+            return sum(walk(_stored(item, f.name)) for f in dataclasses.fields(item))
         return sys.getsizeof(item)
 
     return walk(value)
+
+
+def _stored(item: Any, name: str) -> Any:
+    """Attribute `name` of `item` as stored, without running a property over it: a deferred field (an Explanation's
+    `matrix`) is then counted by its `nbytes`, not computed to be measured."""
+    found = getattr(item, "__dict__", {})
+    return found[name] if name in found else getattr(item, name)
 
 
 class LRUCache:

@@ -163,7 +163,8 @@ def test_padding_gets_exactly_zero_and_batches_equal_single_texts(tiny_handle, n
     out = _method_output(handle, name, inputs)
     assert short < inputs["input_ids"].shape[1]
     assert (out.layer_rows[:, 1, short:] == 0).all()
-    assert (out.matrix[1, short:] == 0).all() and (out.matrix[1, :, short:] == 0).all()
+    matrix = out.final_matrix(inputs["attention_mask"])
+    assert (matrix[1, short:] == 0).all() and (matrix[1, :, short:] == 0).all()
     if out.layer_maps is not None:
         assert (out.layer_maps[:, 1, short:] == 0).all() and (out.layer_maps[:, 1, :, short:] == 0).all()
     for batched, text in zip(explain_texts(handle, texts, method=name), texts):

@@ -46,7 +46,7 @@ def test_cli_without_method_on_default_text_runs_its_measured_best(capsys: pytes
     assert status == 0 and data["method"] == best == data["settings"]["method"]
     assert data["settings"]["method_default"].startswith("the measured default of default-text")
     status, out, _ = _cli(capsys, "text", SENTENCE)
-    assert status == 0 and f"method: {best} (the measured default of default-text" in out.splitlines()[0]
+    assert status == 0 and f"[{best}] (the measured default of default-text" in out.splitlines()[0]
     status, out, _ = _cli(capsys, "text", SENTENCE, "--method", "rollout", "--json")
     named = json.loads(out)
     assert named["method"] == "rollout" and "method_default" not in named["settings"]

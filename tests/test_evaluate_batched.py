@@ -1,6 +1,7 @@
-"""Issue 17: the batched evaluation (perturbed inputs in batches on the scoring copy of the model, shared between
+"""Issues 17 and 29: the batched evaluation (perturbed inputs in batches on the scoring copy of the model, shared between
 methods, the prediction taken from the first explanation) gives the numbers of a naive loop that scores one
-perturbed input at a time on the model as loaded, written here from the protocol's definition."""
+perturbed input at a time on the model as loaded, written here from the protocol's definition, on either grid
+(tenths, the full protocol; fifths, an image's default)."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,15 +16,17 @@ from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2
-GRID = [round(0.1 * i, 1) for i in range(11)]
+GRIDS = {"tenths": [i / 10 for i in range(11)], "fifths": [i / 5 for i in range(6)]}
 
 
 def _trapezoid(values: list[float], grid: list[float]) -> float:
     return sum((grid[i + 1] - grid[i]) * (values[i + 1] + values[i]) / 2 for i in range(len(values) - 1))
 
 
-def _naive(probs_of, n: int, removable: list[int], vectors: dict[str, list[np.ndarray]]) -> dict[str, dict]:
-    """Per method: the four AUCs and curves, one forward per perturbed input (`probs_of(removed set)`)."""
+def _naive(probs_of, n: int, removable: list[int], vectors: dict[str, list[np.ndarray]],
+           grid: list[float] = GRIDS["tenths"]) -> dict[str, dict]:
+    """Per method: the four AUCs and curves on `grid` (Chefer's: its points up to 0.9), one forward per perturbed
+    input (`probs_of(removed set)`)."""
     full = probs_of(set())
     target = int(np.argmax(full))
     out = {}
@@ -33,14 +36,14 @@ def _naive(probs_of, n: int, removable: list[int], vectors: dict[str, list[np.nd
             order = sorted(removable, key=lambda i: (-v[i], i))
             m = len(order)
             curves = {"deletion": [], "insertion": [], "positive": [], "negative": []}
-            for f in GRID:
+            for f in grid:
                 k = int(round(f * m))
                 curves["deletion"].append(probs_of(set(order[:k]))[target])
                 curves["insertion"].append(probs_of(set(order[k:]))[target])
-                if f < 0.95:
+                if f <= 0.9 + 1e-9:
                     curves["positive"].append(float(np.argmax(probs_of(set(order[:k]))) == target))
                     curves["negative"].append(float(np.argmax(probs_of(set(order[::-1][:k]))) == target))
-            auc = {c: _trapezoid(y, GRID[: len(y)]) * (1 if c in ("deletion", "insertion") else 100)
+            auc = {c: _trapezoid(y, grid[: len(y)]) * (1 if c in ("deletion", "insertion") else 100)
                    for c, y in curves.items()}
             runs.append((auc, curves))
         out[method] = {"auc": {c: np.mean([a[c] for a, _ in runs]) for c in runs[0][0]},
@@ -64,8 +67,9 @@ def _compare(result, expected: dict) -> None:
             np.testing.assert_allclose(got, want["curves"][curve], rtol=2e-5, atol=1e-6, err_msg=f"{method} {curve}")
 
 
-def _text_case(handle, text: str, batch_size: int) -> None:
-    result = evaluate_input(handle, text, METHODS, seeds=SEEDS, batch_size=batch_size)
+def _text_case(handle, text: str, batch_size: int | None, grid: str | None = None) -> dict:
+    result = evaluate_input(handle, text, METHODS, seeds=SEEDS, batch_size=batch_size, grid=grid)
+    assert result.grid == (grid or "tenths")  # text's default: the full protocol
     ids = handle.processor(text, return_tensors="pt")["input_ids"][0]
     mask_id = handle.processor.mask_token_id
 
@@ -79,17 +83,17 @@ def _text_case(handle, text: str, batch_size: int) -> None:
     target = int(np.argmax(probs_of(set())))
     explanations = {m: explain_text(handle, text, method=m, target=target) for m in METHODS}
     n = len(ids)
-    expected = _naive(probs_of, n, list(range(1, n - 1)), _vectors(explanations, n))
+    expected = _naive(probs_of, n, list(range(1, n - 1)), _vectors(explanations, n), GRIDS[result.grid])
     _compare(result, expected)
     assert result.probability == pytest.approx(probs_of(set())[target], abs=1e-6)
     assert result.baseline.name == "mask" and result.baseline.passed  # the loop's removal: [MASK]
     return expected
 
 
-@pytest.mark.parametrize("batch_size", [5, None])
-def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, batch_size):
+@pytest.mark.parametrize(("batch_size", "grid"), [(5, None), (None, None), (None, "fifths")])
+def test_batched_text_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, batch_size, grid):
     # batch 5: several batches per curve set; None (the default): every perturbation in one pass
-    _text_case(tiny_handle("bert"), "the film was great but the ending was bad and slow", batch_size)
+    _text_case(tiny_handle("bert"), "the film was great but the ending was bad and slow", batch_size, grid)
 
 
 def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_handle, monkeypatch):
@@ -138,10 +142,12 @@ def test_batched_evaluation_on_default_text_equals_the_loop_where_the_prediction
     assert flips  # the accuracy curves are not constant here, so they are compared too
 
 
-def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle):
+@pytest.mark.parametrize("grid", [None, "tenths"])
+def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, grid):
     handle = tiny_handle("vit")
     image = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
-    result = evaluate_input(handle, image, METHODS, seeds=SEEDS)
+    result = evaluate_input(handle, image, METHODS, seeds=SEEDS, grid=grid)
+    assert result.grid == (grid or "fifths")  # an image's default: fifths; the full protocol when asked
     pixels = handle.processor(images=image, return_tensors="pt")["pixel_values"]
     size = handle.config.patch_size
     cols = pixels.shape[-1] // size
@@ -158,7 +164,7 @@ def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle)
     target = int(np.argmax(probs_of(set())))
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
     n = 1 + cols * cols
-    expected = _naive(probs_of, n, list(range(1, n)), _vectors(explanations, n))
+    expected = _naive(probs_of, n, list(range(1, n)), _vectors(explanations, n), GRIDS[result.grid])
     assert result.baseline.name == "mean"  # the loop's removal: the mean colour
     _compare(result, expected)
 

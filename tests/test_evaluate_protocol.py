@@ -1,7 +1,8 @@
 """Issues 17 and 29's protocol: on one input the agreement references run only when asked, on a data set integrated
-gradients are an image's reference only when asked, one random ordering per input by default, and asking for the
-old protocol (both references, 3 seeds) gives its numbers, rebuilt here from the building blocks (explanations,
-references, curves, measures) as the protocol defines them."""
+gradients are an image's reference only when asked, one random ordering per input by default, an image's curves in
+fifths by default (text's and every data set's in tenths, the recorded tables' full protocol), and asking for the
+old protocol (both references, 3 seeds, tenths) gives its numbers, rebuilt here from the building blocks
+(explanations, references, curves, measures) as the protocol defines them."""
 from __future__ import annotations
 
 import numpy as np
@@ -15,7 +16,7 @@ from rollout_core.maths import attribution as maths
 from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.evaluate import MEASURES, NOT_COMPUTED, RANDOM_SEEDS, evaluate_dataset, evaluate_input
 from rollout_core.faithfulness.measures import Item, measures, region
-from rollout_core.faithfulness.perturbation import perturbation_curves_many
+from rollout_core.faithfulness.perturbation import GRIDS, perturbation_curves_many
 from rollout_core.inputs.continuous import prepare_image
 from rollout_core.faithfulness.views import readable_table
 
@@ -72,10 +73,34 @@ def test_one_random_ordering_per_input_by_default(tiny_handle) -> None:  # noqa:
     assert set(curve.unique()) <= {0.0, 1.0}  # one ordering: accuracy points, not a mean of several
 
 
-def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle) -> None:  # noqa: ANN001
-    """Both references and 3 seeds: each measure as the protocol defines it, from the parts, on example index 0."""
+def test_one_image_is_read_in_fifths_a_sentence_and_a_data_set_in_tenths(tiny_handle, tmp_path) -> None:  # noqa: ANN001
+    image = evaluate_input(tiny_handle("vit"), _image(), ["rollout"])
+    sentence = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"])
+    assert (image.grid, sentence.grid) == ("fifths", "tenths")
+    fractions = image.curves.query("method == 'rollout'").groupby("curve")["fraction"].apply(list).to_dict()
+    assert fractions == {"deletion": [0, 0.2, 0.4, 0.6, 0.8, 1], "insertion": [0, 0.2, 0.4, 0.6, 0.8, 1],
+                         "positive": [0, 0.2, 0.4, 0.6, 0.8], "negative": [0, 0.2, 0.4, 0.6, 0.8]}
+    full = evaluate_input(tiny_handle("vit"), _image(), ["rollout"], grid="tenths")
+    assert full.scored > image.scored and len(full.curves) == 2 * (11 + 11 + 10 + 10)  # rollout and random
+    folder = tmp_path / "images" / "circle"
+    folder.mkdir(parents=True)
+    from PIL import Image
+
+    Image.fromarray(_image()).save(folder / "0.png")
+    dataset = evaluate_dataset(tiny_handle("vit"), folder.parent, ["rollout"], agreement=False)
+    assert dataset.grid == "tenths"
+    with pytest.raises(InputError, match="grid"):
+        evaluate_input(tiny_handle("vit"), _image(), ["rollout"], grid="tenth")
+    with pytest.raises(InputError, match="grid"):
+        evaluate_dataset(tiny_handle("vit"), folder.parent, ["rollout"], grid=5)
+
+
+@pytest.mark.parametrize("grid", ["tenths", "fifths"])
+def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle, grid) -> None:  # noqa: ANN001
+    """Both references and 3 seeds (on the old grid, tenths, and on fifths): each measure as the protocol defines it,
+    from the parts, on example index 0."""
     handle, image, seeds = tiny_handle("vit"), _image(), 3
-    result = evaluate_input(handle, image, METHODS, references=("gxi", "ig"), seeds=seeds)
+    result = evaluate_input(handle, image, METHODS, references=("gxi", "ig"), seeds=seeds, grid=grid)
     prepared = prepare_image(handle, image)
     target = int(prepared.probabilities(torch.ones(1, prepared.n, dtype=torch.bool))[0].argmax())
     explanations = {m: explain_image(handle, image, method=m, target=target) for m in METHODS}
@@ -86,7 +111,8 @@ def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle) -> None:  # 
                          for s in range(seeds)]
     where = region(explanations["rollout"], Item(image))
     for method, vs in vectors.items():
-        curves = perturbation_curves_many(prepared.probabilities, vs, prepared.removable, target=target)
+        curves = perturbation_curves_many(prepared.probabilities, vs, prepared.removable, target=target,
+                                          grid=GRIDS[grid])
         rows = [measures(prepared, v, c, where, references) for v, c in zip(vs, curves)]
         for measure in MEASURES:
             want = np.mean([r[measure] for r in rows])
@@ -119,6 +145,14 @@ def test_tables_say_not_computed_never_a_number(tiny_handle, tiny_model_dir, tmp
     assert main(["--model", str(tiny_model_dir("vit")), "--dataset", str(folder), "--methods", "rollout",
                  "--references", "gxi", "ig", "--out", str(out)]) == 0
     assert NOT_COMPUTED not in (out / "images.md").read_text()
+    assert "curves read at tenths (0, 0.1, …, 1; Chefer's to 0.9)" in (out / "images.md").read_text()
+    assert main(["--model", str(tiny_model_dir("vit")), "--dataset", str(folder), "--methods", "rollout",
+                 "--no-agreement", "--grid", "fifths", "--out", str(out)]) == 0
+    report = (out / "images.md").read_text()
+    assert "curves read at fifths (0, 0.2, …, 1; Chefer's to 0.8)" in report and "in steps of 0.2" in report
+    capsys.readouterr()
+    assert main(["--model", "default-image", "--grid", "fifths", "--record"]) == 2  # records keep the full grid
+    assert "--record stores the full protocol" in capsys.readouterr().err
     assert main(["--model", str(tiny_model_dir("vit")), "--dataset", str(folder), "--references", "ig",
                  "--no-agreement"]) == 2
 

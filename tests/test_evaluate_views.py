@@ -42,6 +42,10 @@ def test_one_input_table_has_human_rows_units_and_no_empty_columns() -> None:
     cells = frame.to_numpy().ravel().tolist()
     assert not any(str(c) in ("None", "nan") for c in cells)
     assert any("known deciding region" in n for n in notes) and any("× 100" in n for n in notes)
+    assert frame.loc["Negative perturbation AUC (Chefer)", "scale"] == "×100: 0–90 (accuracy over 0–0.9 removed)"
+    fifths, _ = readable_table(_table(), grid="fifths")  # its Chefer curves end at 0.8
+    assert fifths.loc["Negative perturbation AUC (Chefer)", "scale"] == "×100: 0–80 (accuracy over 0–0.8 removed)"
+    assert fifths.loc["Deletion AUC", "scale"] == frame.loc["Deletion AUC", "scale"]
 
 
 def test_summary_table_shows_mean_and_std_and_keeps_ground_truth_when_present() -> None:
@@ -146,15 +150,19 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     # issue 29: one input's references are computed only when their boxes are ticked, and the page says what ran
     assert "not computed" in _frame_cells(at) and any("not asked for" in c for c in texts(at.caption))
     assert any(c.startswith("Ran: ") and "no attention-free reference" in c and "1 random ordering" in c
+               and "curves read at fifths (0, 0.2, …, 1; Chefer's to 0.8), not the full protocol's tenths" in c
                for c in texts(at.caption))
+    assert "×100: 0–80 (accuracy over 0–0.8 removed)" in _frame_cells(at)
     at.checkbox(key="one_gxi_image").check()
     at.checkbox(key="one_ig_image").check()
     at.number_input(key="seeds").set_value(3).run()
+    at.radio(key="one_grid_image").set_value("tenths").run()
     at.button[0].click().run()
     assert_clean(at)
-    assert "not computed" not in _frame_cells(at)
+    cells = _frame_cells(at)
+    assert "not computed" not in cells and "×100: 0–90 (accuracy over 0–0.9 removed)" in cells
     assert any("agreement with gradient × input and integrated gradients" in c and "3 random orderings" in c
-               for c in texts(at.caption))
+               and "curves read at tenths (0, 0.1, …, 1; Chefer's to 0.9)." in c for c in texts(at.caption))
 
 
 def test_integrated_gradients_with_progress_reports_its_steps_and_gives_the_same_scores(tiny_handle) -> None:  # noqa: ANN001

@@ -15,8 +15,8 @@ from rollout_core.maths.attribution import completeness_gap
 from rollout_core.maths.ranks import spearman
 from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.perturbation import (
-    CHEFER_FRACTIONS, CURVE_FRACTIONS, importance_order, keep_masks, perturbation_curves, perturbation_curves_many,
-    trapezoid_auc)
+    CHEFER_FRACTIONS, CURVE_FRACTIONS, GRIDS, importance_order, keep_masks, named_grid, perturbation_curves,
+    perturbation_curves_many, trapezoid_auc)
 from rollout_core.inputs.continuous import PreparedInput, prepare_image, prepare_text
 
 
@@ -123,6 +123,42 @@ def test_chefer_positive_negative_by_hand():
     assert curves.auc["negative"] == pytest.approx(100 * (0.6 + 0.05))
     wrong_label = perturbation_curves(scorer, torch.tensor(weights), removable, target=1, label=0)
     assert wrong_label.values["positive"] == [0, 0, 0, 0, 1, 1, 1, 1, 1, 1]
+
+
+def test_fifths_grid_by_hand_with_its_areas_a_trapezoid_on_the_same_points():
+    weights = [float(v) for v in range(10, 0, -1)]  # 10 removable positions: a fifth is 2 of them
+    scorer = LinearScorer(weights, bias=27.5)
+    removable = torch.ones(10, dtype=torch.bool)
+    curves = perturbation_curves(scorer, torch.tensor(weights), removable, target=1, label=1, grid=GRIDS["fifths"])
+    x = [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
+    assert curves.fractions["deletion"] == curves.fractions["insertion"] == x
+    assert curves.fractions["positive"] == curves.fractions["negative"] == x[:5]  # Chefer's up to 0.9: 0 .. 0.8
+    # deleting the top 0, 2, 4, ... positions leaves 55, 36, 21, 10, 3, 0 of the weight
+    deletion = [1 / (1 + np.exp(-(r - 27.5))) for r in (55, 36, 21, 10, 3, 0)]
+    insertion = [1 / (1 + np.exp(-(r - 27.5))) for r in (0, 19, 34, 45, 52, 55)]  # the top 0, 2, 4, ... put back
+    assert np.allclose(curves.values["deletion"], deletion) and np.allclose(curves.values["insertion"], insertion)
+    by_hand = {name: sum(0.2 * (y[i] + y[i + 1]) / 2 for i in range(5))
+               for name, y in (("deletion", deletion), ("insertion", insertion))}
+    assert curves.auc["deletion"] == pytest.approx(by_hand["deletion"], abs=1e-12)
+    assert curves.auc["insertion"] == pytest.approx(by_hand["insertion"], abs=1e-12)
+    # positive: 55, 36 stay above 27.5, 21 does not; negative (the smallest removed): 55, 52, 45, 34 above, 19 not
+    assert curves.values["positive"] == [1, 1, 0, 0, 0] and curves.values["negative"] == [1, 1, 1, 1, 0]
+    assert curves.auc["positive"] == pytest.approx(100 * (0.2 + 0.1))
+    assert curves.auc["negative"] == pytest.approx(100 * (0.6 + 0.1))
+
+
+def test_fifths_are_every_other_point_of_tenths():
+    weights = torch.tensor([0.0, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 0])  # 10 removable: fifths are whole tenths
+    removable = torch.tensor([False] + [True] * 10 + [False])
+    scorer = LinearScorer([0.0, 1.5, -2, 3, 0.5, 1, -1, 2.5, 0.2, 4, -3, 0.0], bias=2.0)
+    tenths = perturbation_curves(scorer, weights, removable, target=1)
+    fifths = perturbation_curves(scorer, weights, removable, target=1, grid=GRIDS["fifths"])
+    for name in fifths.values:
+        assert fifths.values[name] == pytest.approx(tenths.values[name][::2], abs=1e-15), name
+    assert GRIDS["tenths"].curve == CURVE_FRACTIONS and GRIDS["tenths"].chefer == CHEFER_FRACTIONS
+    assert [g.rows for g in GRIDS.values()] == [18, 8]
+    with pytest.raises(InputError, match="tenths, fifths"):
+        named_grid("thirds")
 
 
 def test_scorer_called_once_with_unique_masks_for_many_orderings():

@@ -77,3 +77,25 @@ def test_from_version_5_the_turn_marker_does_not_give_the_label_away():
     for marker in reviews.TURNS:
         positive, negative = v5[(1.0, marker)], v5[(0.0, marker)]
         assert positive + negative >= 20 and min(positive, negative) >= 0.25 * (positive + negative), marker
+
+
+def test_lexicon_words_merge_two_lexicons_drop_disagreements_and_held_out_words():
+    """VADER alone gives VADER's words unchanged (the older variants stay reproducible); with AFINN a word is kept only
+    where every lexicon that lists it agrees on its sign, and the generated test's deciding words can be left out."""
+    pytest.importorskip("vaderSentiment")
+    pytest.importorskip("afinn")
+    from rollout_core.data import sentiment
+
+    vader, afinn = reviews.vader_words(), reviews.afinn_words()
+    assert reviews.lexicon_words(True, False) == vader
+    both = reviews.lexicon_words(True, True)
+    for positive in (True, False):
+        assert set(both[positive]) == (set(vader[positive]) | set(afinn[positive])) - set(
+            vader[not positive]) - set(afinn[not positive])
+    # hand-checked entries: AFINN-165 rates "superb" +5 and "abandon" -2; VADER rates "abandon" -1.9, under its 2.0 line
+    assert "superb" in both[True] and "abandon" in both[False] and "abandon" not in vader[False]
+    held_out = sentiment.held_out_words()
+    assert held_out & set(vader[True] + vader[False]), "the check below would prove nothing"
+    kept = reviews.lexicon_words(True, True, held_out)
+    assert not held_out & set(kept[True] + kept[False])
+    assert set(kept[True]) == set(both[True]) - held_out

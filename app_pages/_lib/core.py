@@ -249,9 +249,9 @@ def _evaluation_seconds(handle: Any, source: Any, methods: tuple[str, ...], opti
 
 def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: tuple[str, ...],
                    options: Options, references: tuple[str, ...], progress: Any = None, seeds: int = 1,
-                   explanations: dict[str, Any] | None = None) -> Any:
+                   explanations: dict[str, Any] | None = None, grid: str | None = None) -> Any:
     """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods,
-    settings, agreement references and random orderings (`progress(done, total, what)` is told how far a run is;
+    settings, agreement references, random orderings and grid (None: the modality's default) (`progress(done, total, what)` is told how far a run is;
     `explanations`: the page's own explanations of this input with these options, not made again; neither is part
     of the cache key)."""
     from rollout_core.faithfulness import evaluate
@@ -259,13 +259,14 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
     handle = load(name, allow_pickle)
     kwargs = {k: v for k, v in options.kwargs().items() if k != "method"}
     digest = hashlib.sha256(source).hexdigest() if isinstance(source, bytes) else source
-    key = ("evaluate", name, allow_pickle, digest, methods, options, references, seeds)
+    key = ("evaluate", name, allow_pickle, digest, methods, options, references, seeds, grid)
     hit = results().get(key, _MISSING)  # a rerun showing a finished evaluation counts nothing again
     if hit is not _MISSING:
         return hit
     return cached(key,
                   lambda: evaluate.evaluate_input(handle, source, list(methods), references=references, seeds=seeds,
-                                                  progress=progress, explanations=explanations, **kwargs),
+                                                  progress=progress, explanations=explanations, grid=grid,
+                                                  **kwargs),
                   _evaluation_seconds(handle, source, methods, options),
                   f"evaluating {len(methods)} method{'s' if len(methods) != 1 else ''} on this input", stop=False)
 

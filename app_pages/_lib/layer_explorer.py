@@ -123,7 +123,7 @@ def layer_explorer(payload: Payload, shown: Sequence[Explanation], key: str = "l
     layer = int(param(key, num_layers))
     raw = bool(param(f"{key}_raw", False))
     identity = _identity(shown)
-    seen = f"_{key}_identity"
+    seen = _seen(key)
     if st.session_state.get(seen, identity) != identity:
         st.session_state[key], st.session_state[f"{key}_raw"] = layer, raw = num_layers, False
     st.session_state[seen] = identity
@@ -161,15 +161,26 @@ def _identity(shown: Sequence[Explanation]) -> str:
     return repr([(e.kind, e.model_name, e.method, e.settings.get("start_layer"), e.num_layers) for e in shown])
 
 
+def _seen(key: str) -> str:
+    """Session key of the identity the explorer under `key` was last drawn for."""
+    return f"_{key}_identity"
+
+
 def _follow(key: str, num_layers: int, controls: tuple[layer_views.TraceControl, ...]) -> Callable[[], None]:
-    """Callback: copy the position and control values the browser reports into the URL-backed settings."""
+    """Callback: copy the position and control values the browser reports into the URL-backed settings.
+
+    A position is taken only when reported for the identity drawn last: the browser reports a move a moment
+    later (debounced), as a rerun of the explorer's fragment, which Streamlit runs after a rerun already under
+    way. So a move made just before another method was chosen is reported after that method's run has reset
+    the view, and would put the new method's final map back at the layer chosen for the old one."""
 
     def follow() -> None:
         view = (st.session_state.get(f"{key}_explorer") or {}).get("view") or {}
         layer = view.get("layer")
-        if isinstance(layer, int) and 1 <= layer <= num_layers:
+        current = view.get("identity") == st.session_state.get(_seen(key))
+        if current and isinstance(layer, int) and 1 <= layer <= num_layers:
             st.session_state[key] = layer
-        if isinstance(view.get("raw"), bool):
+        if current and isinstance(view.get("raw"), bool):
             st.session_state[f"{key}_raw"] = view["raw"]
         reported = view.get("controls") or {}
         for control in controls:

@@ -111,6 +111,12 @@ def implied_evidence(phrase: str) -> str:
 
 
 _SPLIT_OF = _assign_splits()
+
+
+def held_out_words() -> frozenset[str]:
+    """The polar words and implied phrases that decide validation and test sentences (never train ones): what a
+    training set built from other sources must leave out to keep the generated test honest."""
+    return frozenset(word for word, split in _SPLIT_OF.items() if split != "train")
 _IMPLIED_EVIDENCE = frozenset(implied_evidence(p).lower() for pair in IMPLIED_PHRASES.values() for ps in pair
                               for p in ps)
 

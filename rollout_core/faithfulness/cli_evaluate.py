@@ -36,7 +36,7 @@ class _UsageError(Exception):
 
 
 def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.ArgumentParser:
-    from rollout_core.faithfulness.evaluate import AGREEMENT, METHODS, RANDOM_SEEDS, REFERENCES
+    from rollout_core.faithfulness.evaluate import AGREEMENT, FULL_GRID, GRIDS, METHODS, RANDOM_SEEDS, REFERENCES
 
     parser = _Parser(prog=prog, description="Measure how faithfully each explanation method tracks the model.")
     parser.add_argument("--model", default=None,
@@ -56,6 +56,11 @@ def build_parser(prog: str = "python -m rollout_core evaluate") -> argparse.Argu
     parser.add_argument("--data-seed", type=int, default=0,
                         help="generated sets: which draw (default 0, the recorded tables'); every seed gives "
                              "examples the model never trained on, to check that a figure holds on fresh data")
+    parser.add_argument("--grid", choices=list(GRIDS), default=FULL_GRID,
+                        help=f"the fractions removed / put back that each curve is read at: "
+                             f"{'; '.join(g.words() for g in GRIDS.values())} (default {FULL_GRID}, the full "
+                             "protocol of the recorded tables; --record needs it). A coarser grid scores fewer "
+                             "perturbed inputs per example")
     parser.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default: ./{DEFAULT_OUT}/)")
     parser.add_argument("--references", nargs="+", default=None, choices=list(AGREEMENT), metavar="REF",
                         help="attention-free references for the agreement columns: gxi (gradient x input, "
@@ -91,7 +96,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _run(args: argparse.Namespace, argv: list[str]) -> int:
     from tqdm import tqdm
 
-    from rollout_core.faithfulness.evaluate import evaluate_dataset
+    from rollout_core.faithfulness.evaluate import FULL_GRID, evaluate_dataset
 
     if args.seeds < 1:
         raise _UsageError("--seeds must be at least 1")
@@ -99,6 +104,9 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
         raise _UsageError("--data-seed must be 0 or more")
     if args.no_agreement and args.references:
         raise _UsageError("--references and --no-agreement exclude each other")
+    if args.record and args.grid != FULL_GRID:
+        raise _UsageError(f"--record stores the full protocol's figures: drop --grid {args.grid} (or use "
+                          f"--grid {FULL_GRID})")
     if args.dataset is None:
         args.dataset = _default_dataset(args.model)
     recorded = _recorded_name(args.model, args.dataset) if args.record else None
@@ -116,7 +124,8 @@ def _run(args: argparse.Namespace, argv: list[str]) -> int:
     try:
         result = evaluate_dataset(args.model, dataset, args.methods, limit=args.limit, progress=progress,
                                   seeds=args.seeds, agreement=not args.no_agreement, references=args.references,
-                                  engine=args.engine, workers=args.workers, data_seed=args.data_seed)
+                                  engine=args.engine, workers=args.workers, data_seed=args.data_seed,
+                                  grid=args.grid)
     finally:
         for bar in bars:
             bar.close()
@@ -182,17 +191,21 @@ def _not_computed(result) -> str:
 
 
 def _report(result, args: argparse.Namespace, argv: list[str], seconds: float) -> str:
+    from rollout_core.faithfulness.evaluate import GRIDS
+
+    grid = GRIDS[result.grid]
     model = args.model or ("the default model" if args.dataset not in ("text", "image") else f"default-{args.dataset}")
     return (
         f"# Faithfulness: {model} on {args.dataset}\n\n"
         f"Command: `python -m rollout_core evaluate {shlex.join(argv)}`\n\n"
         f"{result.count} examples, model accuracy {result.accuracy:.3f}, random baseline = mean of {args.seeds} "
-        f"random ordering(s) per example, {seconds:.0f} s.\n\n"
+        f"random ordering(s) per example, curves read at {grid.words()}, {seconds:.0f} s.\n\n"
         + result.markdown()
         + "\n↓ lower is better, ↑ higher is better; mean ± std over examples. deletion/insertion: area under the "
         "probability of the predicted class as the top fraction of tokens/patches is removed / put back "
-        "(0..1 in steps of 0.1). positive/negative: Chefer et al. (CVPR 2021) accuracy AUC x 100 when the most / "
-        "least important positions are removed first (0..0.9). pointing_game, mass_share, iou (top positions "
+        f"(0..1 in steps of {grid.curve[1]:g}). positive/negative: Chefer et al. (CVPR 2021) accuracy AUC x 100 "
+        f"when the most / least important positions are removed first (0..{grid.chefer[-1]:g}). pointing_game, "
+        "mass_share, iou (top positions "
         "holding 50% of the score): against the known deciding region (n/a without one). spearman_gxi / "
         "spearman_ig: rank correlation with gradient x input / integrated gradients on the input embeddings "
         "(text) or pixels (images).\n"

@@ -25,16 +25,16 @@ from rollout_core.faithfulness.measures import (
     region,
 )
 from rollout_core.faithfulness.perturbation import (
+    FULL_GRID,
+    GRIDS,
     CurveSet,
+    Grid,
     perturbation_curves_many,
 )
 from rollout_core.inputs.continuous import BASELINES, PreparedInput, prepare_image, prepare_text
 from rollout_core.models.handle import ModelHandle
 
 
-ROWS_PER_ORDERING = 18
-"""Distinct perturbed inputs an ordering usually adds (9 inner deletion and 9 inner insertion fractions): the
-estimate of the scoring's size before the orderings are known."""
 SHORT_PASS_SHARE, FULL_PASS_TOKENS = 0.3, 128
 """Time estimate: a scored row in a full pass costs SHORT_PASS_SHARE of a row timed in a pass of two on a short
 input, rising with its positions to all of it at FULL_PASS_TOKENS (compute, not the pass's fixed cost)."""
@@ -76,13 +76,15 @@ class _Work:
 def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: int,
                   options: dict[str, Any], index: int = 0, references: tuple[str, ...] = tuple(AGREEMENT),
                   progress: StepProgress | None = None, batch_size: int | None = None,
-                  explanations: dict[str, Explanation] | None = None, baseline: str | None = None) -> ItemResult:
+                  explanations: dict[str, Explanation] | None = None, baseline: str | None = None,
+                  grid: Grid = GRIDS[FULL_GRID]) -> ItemResult:
     """All measures of one item; `index` picks its own random orderings (seeds index * seeds ...).
     `references`: the agreement references computed ("gxi", "ig"; a reference evaluated as a method is computed
     anyway). `batch_size`: perturbed inputs per forward pass (None: as many as the memory budget allows; 1: one per
     forward on the model as loaded). `explanations`: methods' explanations of this input already made with the same
     `options` (the page's own), used instead of explaining again. `baseline`: what removed positions become (one of
-    `scoring.BASELINES`); None: the first of them that moves the prediction near chance (`checked_baseline`)."""
+    `scoring.BASELINES`); None: the first of them that moves the prediction near chance (`checked_baseline`).
+    `grid`: the fractions the curves are read at (`perturbation.GRIDS`)."""
     from rollout_core.explain import explain_image, explain_text
 
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
@@ -102,7 +104,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     wanted = {AGREEMENT[r] for r in references} | {m for m in methods if m in REFERENCES}
     to_explain = [m for m in explained if m not in given] or ([] if explained else ["attention"])
     work = _Work(progress or (lambda done, total, what: None))
-    rows_guess = (len(methods) + seeds) * ROWS_PER_ORDERING + 2
+    rows_guess = (len(methods) + seeds) * grid.rows + 2  # the scoring's size before the orderings are known
     references_run = [registry.get(m) for m in REFERENCES if m in wanted]
     # each pass of a reference: about a forward and a backward, 3 scored rows' worth
     gradient_rows = 3 * sum(spec.passes for spec in references_run)
@@ -175,7 +177,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     chunk = prepared.batch_size if progress is None else min(prepared.batch_size, max(
         MIN_PASS_ROWS, -(-rows_guess // PROGRESS_PASSES)))
     curve_sets = perturbation_curves_many(scorer, [v for _, v in flat], prepared.removable,
-                                          target=target, label=label, progress=scored, chunk=chunk)
+                                          target=target, label=label, progress=scored, chunk=chunk, grid=grid)
     measured: dict[str, list[tuple[dict[str, float], CurveSet]]] = {}
     for (method, vector), curve_set in zip(flat, curve_sets):
         measured.setdefault(method, []).append((measures(prepared, vector, curve_set, where, computed), curve_set))

@@ -6,11 +6,13 @@ False = replaced by the baseline) to class probabilities (S, C). The model side 
 - Positions are ordered by importance, most important first; ties are broken by position (earlier
   first), so the same scores always give the same curve. Only `removable` positions are ever
   perturbed: special tokens ([CLS], [SEP], registers) are always kept.
-- Deletion: remove the top fraction f of the removable positions, f = 0, 0.1, ..., 1, and track the
-  probability of the target class (the originally predicted one); lower area = more faithful.
+- Deletion: remove the top fraction f of the removable positions, f on the grid (`GRIDS`: tenths 0, 0.1, ..., 1,
+  the full protocol; fifths 0, 0.2, ..., 1, about half the perturbed inputs), and track the probability of the
+  target class (the originally predicted one); lower area = more faithful.
 - Insertion: start from everything removed and put the top fraction f back; higher area = better.
 - Chefer protocol: positive perturbation (remove most important first) and negative perturbation
-  (least important first) at f = 0 (unperturbed), 0.1, ..., 0.9; the metric is accuracy w.r.t. the
+  (least important first) at the grid's fractions up to 0.9 (tenths: 0 (unperturbed), 0.1, ..., 0.9; fifths:
+  0, 0.2, ..., 0.8); the metric is accuracy w.r.t. the
   label (the original prediction when there is none); AUC by the trapezoid rule over f, x 100.
   Positive: lower is better; negative: higher is better. Averaged over a data set, the mean of the
   per-example AUCs equals the AUC of the mean accuracy curve (the AUC is linear), as in the paper.
@@ -25,12 +27,59 @@ from typing import Callable, Sequence
 
 import torch
 
+from rollout_core.errors import InputError
+
 Scorer = Callable[[torch.Tensor], torch.Tensor]
 """keep (S, n) bool -> class probabilities (S, C)."""
 
-CURVE_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(11))  # deletion / insertion: 0 .. 1
-CHEFER_FRACTIONS = tuple(round(0.1 * i, 1) for i in range(10))  # positive / negative: 0 (unperturbed) .. 0.9
 CURVES = ("deletion", "insertion", "positive", "negative")
+CHEFER_END = 0.9
+"""The Chefer curves stop at this fraction removed (the paper's 0..0.9)."""
+
+
+@dataclass(frozen=True)
+class Grid:
+    """The fractions the curves are read at: deletion / insertion at 0, 1/steps, ..., 1, positive / negative
+    (Chefer) at those up to `CHEFER_END`. Each ordering adds 2 * (steps - 1) distinct perturbed inputs (the negative
+    curve's masks are insertion's, the positive's deletion's)."""
+
+    name: str  # "tenths", "fifths": the word the API, the CLI and the page use
+    steps: int
+
+    @property
+    def curve(self) -> tuple[float, ...]:
+        """Deletion / insertion fractions: 0 .. 1."""
+        return tuple(round(i / self.steps, 6) for i in range(self.steps + 1))
+
+    @property
+    def chefer(self) -> tuple[float, ...]:
+        """Positive / negative perturbation fractions: 0 (unperturbed) .. at most `CHEFER_END`."""
+        return tuple(f for f in self.curve if f <= CHEFER_END)
+
+    @property
+    def rows(self) -> int:
+        """Distinct perturbed inputs an ordering usually adds (the inner deletion and insertion fractions)."""
+        return 2 * (self.steps - 1)
+
+    def words(self) -> str:
+        """'tenths (0, 0.1, …, 1; Chefer's to 0.9)': the grid in words (the page, the CLI's report)."""
+        return (f"{self.name} ({self.curve[0]:g}, {self.curve[1]:g}, …, {self.curve[-1]:g}; "
+                f"Chefer's to {self.chefer[-1]:g})")
+
+
+GRIDS = {g.name: g for g in (Grid("tenths", 10), Grid("fifths", 5))}
+"""The grids a caller can ask for, by name."""
+FULL_GRID = "tenths"
+"""The full protocol: data sets and the recorded tables always use it, so their figures stay comparable."""
+CURVE_FRACTIONS = GRIDS[FULL_GRID].curve  # deletion / insertion of the full protocol: 0 .. 1
+CHEFER_FRACTIONS = GRIDS[FULL_GRID].chefer  # positive / negative of the full protocol: 0 (unperturbed) .. 0.9
+
+
+def named_grid(name: str) -> Grid:
+    """The grid called `name`; `InputError` naming the choices otherwise."""
+    if not isinstance(name, str) or name not in GRIDS:
+        raise InputError(f"unknown grid {name!r}; choose one of: {', '.join(GRIDS)}")
+    return GRIDS[name]
 
 
 @dataclass
@@ -85,13 +134,15 @@ def perturbation_curves(
     *,
     target: int,
     label: int | None = None,
+    grid: Grid = GRIDS[FULL_GRID],
 ) -> CurveSet:
     """Deletion, insertion, positive and negative perturbation curves of one importance vector.
 
     `target`: the class whose probability deletion/insertion track (the originally predicted one).
     `label`: the true class for the accuracy curves; None = the original prediction (single inputs).
+    `grid`: the fractions the curves are read at (default the full protocol's tenths).
     """
-    return perturbation_curves_many(scorer, [importance], removable, target=target, label=label)[0]
+    return perturbation_curves_many(scorer, [importance], removable, target=target, label=label, grid=grid)[0]
 
 
 def perturbation_curves_many(
@@ -103,19 +154,21 @@ def perturbation_curves_many(
     label: int | None = None,
     progress: Callable[[int, int], None] | None = None,
     chunk: int = 32,
+    grid: Grid = GRIDS[FULL_GRID],
 ) -> list[CurveSet]:
-    """`perturbation_curves` of several importance vectors of one input. The distinct perturbed inputs go to the
-    scorer in one call, or with `progress` in calls of `chunk` rows, each followed by progress(scored, total)."""
+    """`perturbation_curves` of several importance vectors of one input, on `grid`. The distinct perturbed inputs go
+    to the scorer in one call, or with `progress` in calls of `chunk` rows, each followed by progress(scored,
+    total)."""
     removable = torch.as_tensor(removable).to("cpu", torch.bool)
     n = removable.shape[0]
     plans = []
     for importance in importances:
         order = importance_order(importance, removable)
         plans.append({
-            "deletion": keep_masks(order, n, CURVE_FRACTIONS, insert=False),
-            "insertion": keep_masks(order, n, CURVE_FRACTIONS, insert=True),
-            "positive": keep_masks(order, n, CHEFER_FRACTIONS, insert=False),
-            "negative": keep_masks(order.flip(0), n, CHEFER_FRACTIONS, insert=False),
+            "deletion": keep_masks(order, n, grid.curve, insert=False),
+            "insertion": keep_masks(order, n, grid.curve, insert=True),
+            "positive": keep_masks(order, n, grid.chefer, insert=False),
+            "negative": keep_masks(order.flip(0), n, grid.chefer, insert=False),
         })
     stacked = torch.cat([m for plan in plans for m in plan.values()])
     unique, inverse = torch.unique(stacked, dim=0, return_inverse=True)
@@ -129,14 +182,13 @@ def perturbation_curves_many(
         for name, masks in plan.items():
             rows = probs[start : start + len(masks)]
             start += len(masks)
-            grid = CURVE_FRACTIONS if name in ("deletion", "insertion") else CHEFER_FRACTIONS
             if name in ("deletion", "insertion"):
-                curve = rows[:, target]
-                area = trapezoid_auc(grid, curve)
+                axis, curve = grid.curve, rows[:, target]
+                area = trapezoid_auc(axis, curve)
             else:
-                curve = (rows.argmax(-1) == reference).to(torch.float64)
-                area = 100.0 * trapezoid_auc(grid, curve)
-            fractions[name] = list(grid)
+                axis, curve = grid.chefer, (rows.argmax(-1) == reference).to(torch.float64)
+                area = 100.0 * trapezoid_auc(axis, curve)
+            fractions[name] = list(axis)
             values[name] = curve.tolist()
             auc[name] = area
         out.append(CurveSet(fractions, values, auc))

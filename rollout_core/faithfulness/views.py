@@ -10,8 +10,16 @@ from typing import Any, Sequence
 
 import pandas as pd
 
-from rollout_core.faithfulness.evaluate import BETTER, MEASURES, NOT_COMPUTED, RANDOM, InputEvaluation
-from rollout_core.faithfulness.perturbation import CURVES
+from rollout_core.faithfulness.evaluate import (
+    BETTER,
+    FULL_GRID,
+    GRIDS,
+    MEASURES,
+    NOT_COMPUTED,
+    RANDOM,
+    InputEvaluation,
+)
+from rollout_core.faithfulness.perturbation import CURVES, Grid
 
 _WORDS = {
     "deletion": ("Deletion (lower area = more faithful)", "fraction removed (most relevant first)",
@@ -35,7 +43,8 @@ MEASURE_LABELS = {
     "spearman_gxi": ("Rank agreement with gradient × input", "−1–1 (Spearman)"),
     "spearman_ig": ("Rank agreement with integrated gradients", "−1–1 (Spearman)"),
 }
-"""measure -> (row label, its scale): the Chefer AUCs stay on the paper's ×100 scale and the row says so."""
+"""measure -> (row label, its scale on the full grid): the Chefer AUCs stay on the paper's ×100 scale and the row says
+so (`_scale`: on another grid, their range is its own)."""
 GROUND_TRUTH = ("pointing_game", "mass_share", "iou")
 NO_REGION = ("Pointing game, relevance mass and IoU need a known deciding region (the generated data sets have "
              "one), so they are left out for this input.")
@@ -71,9 +80,18 @@ def _cell(measure: str, value: float, std: float | None = None, computed: bool =
     return f"{value:.{digits}f}" + ("" if std is None or pd.isna(std) else f" ± {std:.{digits}f}")
 
 
-def _rows(methods: list[str], cells: dict[str, dict[str, str]], measures: list[str]) -> pd.DataFrame:
+def _scale(measure: str, grid: Grid) -> str:
+    """The measure's scale in words; the Chefer AUCs' range is the grid's last Chefer fraction x 100."""
+    if measure not in ("positive_auc", "negative_auc") or grid.name == FULL_GRID:
+        return MEASURE_LABELS[measure][1]
+    end = grid.chefer[-1]
+    return f"×100: 0–{100 * end:g} (accuracy over 0–{end:g} removed)"
+
+
+def _rows(methods: list[str], cells: dict[str, dict[str, str]], measures: list[str],
+          grid: Grid = GRIDS[FULL_GRID]) -> pd.DataFrame:
     rows = [{"measure": MEASURE_LABELS[m][0], "better": "higher ↑" if BETTER[m] == "higher" else "lower ↓",
-             "scale": MEASURE_LABELS[m][1], **{method: cells[m][method] for method in methods}} for m in measures]
+             "scale": _scale(m, grid), **{method: cells[m][method] for method in methods}} for m in measures]
     return pd.DataFrame(rows).set_index("measure")
 
 
@@ -82,16 +100,17 @@ def _notes(measures: list[str], not_computed: Sequence[str]) -> list[str]:
             + ([NOT_ASKED] if not_computed else []))
 
 
-def readable_table(table: pd.DataFrame, not_computed: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
+def readable_table(table: pd.DataFrame, not_computed: Sequence[str] = (),
+                   grid: str = FULL_GRID) -> tuple[pd.DataFrame, list[str]]:
     """One input's method x measure table as measure rows (label, better, scale, one column per method) of
     formatted cells ("n/a" where a method has no value, `NOT_COMPUTED` in the `not_computed` rows), and notes for
     the reader. Measures no method has (the ground-truth ones without a region) are left out, with a note saying
-    why."""
+    why. `grid`: the one the curves were read at (the Chefer rows' scale)."""
     measures = [m for m in MEASURES if m in table.columns and (table[m].notna().any() or m in not_computed)]
     methods = [str(m) for m in table.index]
     cells = {m: {str(method): _cell(m, table.at[method, m], computed=m not in not_computed) for method in table.index}
              for m in measures}
-    return _rows(methods, cells, measures), _notes(measures, not_computed)
+    return _rows(methods, cells, measures, GRIDS[grid]), _notes(measures, not_computed)
 
 
 def readable_summary(summary: pd.DataFrame, not_computed: Sequence[str] = ()) -> tuple[pd.DataFrame, list[str]]:
@@ -110,7 +129,7 @@ REFERENCE_WORDS = {"gxi": "gradient × input", "ig": "integrated gradients"}
 
 def what_ran(evaluation: InputEvaluation) -> str:
     """What one input's evaluation ran, in words: methods, random orderings, references (or that none were asked
-    for), and the perturbed inputs scored in how many forward passes."""
+    for), the grid the curves were read at, and the perturbed inputs scored in how many forward passes."""
     from rollout_core.methods import display_name
 
     names = [display_name(str(m)) for m in evaluation.table.index if m != RANDOM]
@@ -119,9 +138,11 @@ def what_ran(evaluation: InputEvaluation) -> str:
     references = (f"agreement with {' and '.join(asked)}" if asked
                   else "no attention-free reference (tick one above to add its agreement row)")
     passes = f"{evaluation.passes} forward pass{'es' if evaluation.passes != 1 else ''}"
+    grid = f"curves read at {GRIDS[evaluation.grid].words()}" + (
+        "" if evaluation.grid == FULL_GRID else f", not the full protocol's {FULL_GRID} (choose it above)")
     removal = "" if evaluation.baseline is None else (
         f" Removed positions became {evaluation.baseline.words(evaluation.predicted)}.")
-    return (f"Ran: {', '.join(names)}; {orderings} (the chance row); {references}. "
+    return (f"Ran: {', '.join(names)}; {orderings} (the chance row); {references}; {grid}. "
             f"{evaluation.scored} perturbed inputs, shared between methods, scored in {passes}.{removal}")
 
 

@@ -155,7 +155,9 @@ export default function (component) {
   const state = root.lxState || (root.lxState = { id: null, identity: data.identity, layer: data.layer, raw: data.raw,
                                                   timer: null, controls: {} });
   if (state.identity !== data.identity) {
-    // another method, model, modality or depth: the server reset the view to its final map (data.layer, data.raw)
+    // another method, model, modality or depth: the server reset the view to its final map (data.layer, data.raw);
+    // a report of a move on the old view still waiting is dropped (the server ignores one for another identity)
+    clearTimeout(state.timer);
     Object.assign(state, { id: null, identity: data.identity, layer: data.layer, raw: data.raw });
   }
   const controls = data.controls || [];
@@ -262,8 +264,8 @@ export default function (component) {
   function report() {
     followInUrl();
     clearTimeout(state.timer);
-    state.timer = setTimeout(() => setStateValue("view", { layer: state.layer, raw: state.raw,
-                                                            controls: { ...state.controls } }), REPORT_DELAY_MS);
+    const view = { layer: state.layer, raw: state.raw, controls: { ...state.controls }, identity: state.identity };
+    state.timer = setTimeout(() => setStateValue("view", view), REPORT_DELAY_MS);
   }
 
   // handlers are set on every call: they must draw from this call's data (a new payload replaces the old)

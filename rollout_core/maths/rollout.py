@@ -46,6 +46,12 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
     return layers
 
 
+def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype) -> torch.Tensor:
+    """Every layer's heads fused in `dtype`, stacked: (L, B, n, n), a tensor of its own (the steps after it run
+    in place)."""
+    return torch.stack([fuse_heads(a if a.dtype == dtype else a.to(dtype), head_fusion) for a in layers])
+
+
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
     """Python slice semantics over layers (negative indices allowed); an empty range is an error.
     Integer-like values (numpy integers from a table or slider) are accepted; floats are not."""
@@ -167,15 +173,22 @@ def _augmented_layers(
     _check_options(residual_weight, discard_ratio)
     layers = layer_range(len(all_layers), start_layer, end_layer)
     dtype = compute_dtype(all_layers[0].dtype)
-    fused = torch.stack([fuse_heads(all_layers[l].to(dtype), head_fusion) for l in layers])  # ours: in place
+    fused = fused_stack([all_layers[l] for l in layers], head_fusion, dtype)
     if drop_columns is not None:
         keep = ~drop_columns[list(layers)].to(device=fused.device, dtype=torch.bool)
         fused.mul_(keep[:, :, None, :].to(dtype))
+    return _augment_stack_(fused, residual_weight, discard_ratio, attention_mask)
+
+
+def _augment_stack_(fused: torch.Tensor, residual_weight: float, discard_ratio: float,
+                    attention_mask: torch.Tensor | None) -> torch.Tensor:
+    """augment_layer on every matrix of a contiguous (L, B, n, n) stack in the compute dtype, in place (one
+    batched call: few large ops instead of many small ones)."""
     count, batch, n, _ = fused.shape
     real = None if attention_mask is None else padding_only(
-        real_token_mask(attention_mask, batch, n, fused.device, dtype))
+        real_token_mask(attention_mask, batch, n, fused.device, fused.dtype))
     mask = None if real is None else real.repeat(count, 1)
-    values = clean_rows(fused.view(count * batch, n, n), mask, 0, dtype, copy=False)
+    values = clean_rows(fused.view(count * batch, n, n), mask, 0, fused.dtype, copy=False)
     return _augment_(values, residual_weight, discard_ratio, mask).view(count, batch, n, n)
 
 
@@ -202,14 +215,7 @@ def attention_rollout(
         attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask,
         drop_columns,
     )
-    if all_layers:  # cumulative products written in place over the stacked layers
-        for k in range(1, layers.shape[0]):
-            layers[k] = torch.bmm(layers[k], layers[k - 1])
-        return layers
-    rollout = layers[0]
-    for augmented in layers[1:]:
-        rollout = torch.bmm(augmented, rollout)
-    return rollout
+    return multiplied_(layers, all_layers=all_layers)
 
 
 def row_weights(rows: int | Sequence[int] | torch.Tensor, batch: int, n: int, device: torch.device,
@@ -246,28 +252,86 @@ def rollout_rows(
     attention_mask: torch.Tensor | None = None,
     all_layers: bool = False,
 ) -> torch.Tensor:
-    """Only the requested rows of the rollout, (B, k, n) (with all_layers (L', B, k, n)).
-
-    Vector-matrix products from the top layer down: v·Ã_(end-1)···Ã_start costs k·n² per layer
-    instead of n³, which is what a [CLS]-row explanation needs. With all_layers, the rows of every
-    R_t = Ã_t···Ã_start are carried down together (one batched product per layer, L'²/2 vector-matrix
-    products in all: cheaper than the full matrix while k·L'/2 < n). Equal to the rows of attention_rollout.
-    """
+    """Only the requested rows of the rollout, (B, k, n) (with all_layers (L', B, k, n)), by vector-matrix
+    products (`chain_rows`): what a [CLS]-row explanation needs. Equal to the rows of attention_rollout."""
     layers = _augmented_layers(
         attentions, head_fusion, residual_weight, discard_ratio, start_layer, end_layer, attention_mask
     )
+    _, batch, n, _ = layers.shape
+    return chain_rows(row_weights(rows, batch, n, layers.device, layers.dtype), layers, all_layers=all_layers)
+
+
+def augment_layers(
+    maps: torch.Tensor,
+    *,
+    residual_weight: float = 1.0,
+    discard_ratio: float = 0.0,
+    attention_mask: torch.Tensor | None = None,
+    in_place: bool = False,
+) -> torch.Tensor:
+    """Ã of every layer of a stack of one-matrix-per-layer maps (L, B, n, n) (head-fused attention as
+    `fused_layers` gives it, or a contribution method's matrices): what attention_rollout multiplies, with the
+    same discard, residual and padding rules (`augment_layer`). A new tensor, or `maps` itself with `in_place`
+    (when it is contiguous and in the compute dtype already)."""
+    if maps.dim() != 4 or maps.shape[-1] != maps.shape[-2]:
+        raise InputError(f"layer maps must be (layers, batch, n, n), got shape {tuple(maps.shape)}")
+    _check_options(residual_weight, discard_ratio)
+    dtype = compute_dtype(maps.dtype)
+    owned = in_place and maps.dtype == dtype and maps.is_contiguous()
+    values = maps if owned else maps.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
+    return _augment_stack_(values, residual_weight, discard_ratio, attention_mask)
+
+
+def multiplied_(layers: torch.Tensor, *, all_layers: bool = False) -> torch.Tensor:
+    """The product of augmented `layers` (L', B, n, n), Ã_start rightmost: (B, n, n), or with all_layers every
+    cumulative product R_t = Ã_t···Ã_start written over the stack in place, (L', B, n, n)."""
+    if all_layers:
+        for k in range(1, layers.shape[0]):
+            layers[k] = torch.bmm(layers[k], layers[k - 1])
+        return layers
+    product = layers[0]
+    for augmented in layers[1:]:
+        product = torch.bmm(augmented, product)
+    return product
+
+
+def chain_rows(weights: torch.Tensor, layers: torch.Tensor, *, all_layers: bool = False) -> torch.Tensor:
+    """Rows `weights` (B, k, n) of the product of `layers` (L', B, n, n), Ã_start first: (B, k, n), or with
+    all_layers (L', B, k, n) the rows of every R_t = Ã_t···Ã_start. Vector-matrix products from the top layer down
+    (k·n² per layer and row instead of the n³ of a full product): with all_layers every v·R_t is carried down
+    together, one batched product per layer (k·L'²/2 vector-matrix products in all: cheaper than the full matrix
+    while k·L'/2 < n). Equal to the rows of attention_rollout's product to float rounding."""
     count, batch, n, _ = layers.shape
-    weights = row_weights(rows, batch, n, layers.device, layers.dtype)
+    k = weights.shape[1]
     if not all_layers:
         vector = weights
         for augmented in reversed(layers):
             vector = torch.bmm(vector, augmented)
         return vector
-    # vectors[t] will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
-    vectors = weights.expand(count, -1, -1, -1).clone()
+    # rows t*k:(t+1)*k will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
+    vectors = weights.repeat(1, count, 1)
     for l in range(count - 1, -1, -1):
-        vectors[l:] = torch.matmul(vectors[l:], layers[l])
-    return vectors
+        vectors[:, l * k:] = torch.bmm(vectors[:, l * k:], layers[l])
+    return vectors.view(batch, count, k, n).transpose(0, 1)
+
+
+def fused_layers(
+    attentions: Attentions,
+    *,
+    head_fusion: str = "mean",
+    attention_mask: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Head-fused attention of every layer, (L, B, n, n), cleaned as rollout reads it: NaN, infinities and
+    negatives 0, padded rows and columns 0; rows not renormalised (a max or min over heads does not sum to 1)."""
+    layers = as_layers(attentions)
+    dtype = compute_dtype(layers[0].dtype)
+    fused = fused_stack(layers, head_fusion, dtype)
+    _, batch, n, _ = fused.shape
+    real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
+    fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
+    if real is not None:
+        fused.mul_(real[:, :, None] * real[:, None, :])
+    return fused
 
 
 def layer_attention(
@@ -278,13 +342,6 @@ def layer_attention(
 ) -> torch.Tensor:
     """Raw head-fused attention of every layer, (L, B, n, n): padded rows/columns 0, real rows
     renormalised over real tokens (no residual). The slider's "this layer only" view."""
-    layers = as_layers(attentions)
-    dtype = compute_dtype(layers[0].dtype)
-    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers])  # ours: the steps run in place
-    _, batch, n, _ = fused.shape
-    real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
-    fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
-    if real is not None:
-        fused.mul_(real[:, :, None] * real[:, None, :])
+    fused = fused_layers(attentions, head_fusion=head_fusion, attention_mask=attention_mask)
     # a row summing to 0 holds only zeros (none is negative), and 0 / tiny is 0: such rows stay as they are
-    return fused.div_(fused.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(dtype).tiny))
+    return fused.div_(fused.sum(dim=-1, keepdim=True).clamp_min(torch.finfo(fused.dtype).tiny))

@@ -20,9 +20,8 @@ from typing import Sequence
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.fusion import fuse_heads
-from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, compute_dtype, padding_only
-from rollout_core.maths.rollout import real_token_mask
+from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, compute_dtype, fused_stack
+from rollout_core.maths.rollout import padding_only, real_token_mask
 
 DEFAULT_RATIO = 5.0
 DEFAULT_VALUE_FACTOR = 0.6
@@ -44,7 +43,7 @@ def received_attention(attentions: Attentions, attention_mask: torch.Tensor | No
     attention of real query rows; padded positions get 0."""
     layers = as_layers(attentions)
     dtype = compute_dtype(layers[0].dtype)
-    fused = torch.stack([fuse_heads(a.to(dtype), head_fusion) for a in layers]).clamp_min_(0)
+    fused = fused_stack(layers, head_fusion, dtype).clamp_min_(0)
     _, batch, n, _ = fused.shape
     real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
     if padding_only(real) is not None:

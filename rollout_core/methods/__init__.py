@@ -14,12 +14,12 @@ import pkgutil
 from typing import TYPE_CHECKING, Any
 
 from rollout_core.errors import InputError
-from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec
+from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, RolledOut
 
 if TYPE_CHECKING:
     from rollout_core.models.handle import ModelHandle
 
-__all__ = ["ORDER", "MethodInput", "MethodOutput", "MethodSpec", "all_methods", "check", "compute",
+__all__ = ["ORDER", "MethodInput", "MethodOutput", "MethodSpec", "RolledOut", "all_methods", "check", "compute",
            "describe", "display_name", "get", "names", "runnable", "table", "table_markdown"]
 
 ORDER = ("rollout", "flow", "gradient", "attention", "norm", "alti", "alti_tuned", "attnlrp", "knockout_shapley",

@@ -1,11 +1,11 @@
-"""The steps the cumulative-matrix methods share: explained rows from per-layer (L', B, n, n) matrices, the
-compute of a contribution method (its per-layer contribution matrices rolled out like attention), and the check
-that a model's layers can be read."""
+"""The steps the cumulative-matrix methods share: explained rows from per-layer (L', B, n, n) matrices (rolled out
+like attention, or already multiplied), the compute of a contribution method, and the check that a model's layers
+can be read."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Callable, ContextManager
 
-from rollout_core.methods._spec import MethodInput, MethodOutput
+from rollout_core.methods._spec import MethodInput, MethodOutput, RolledOut
 
 if TYPE_CHECKING:
     import torch
@@ -46,18 +46,37 @@ def contribution_method(contributions: "Callable[[MethodInput], torch.Tensor]", 
 
 def contribution_rollout(per_layer: "torch.Tensor", method_input: MethodInput, *,
                          residual_weight: float) -> MethodOutput:
-    """`per_layer`: (L, B, n, n) row-normalised contributions of every model layer. Each layer of the chosen range
-    is augmented like attention in rollout (discard, + residual_weight * I, rows renormalised) and multiplied.
-    The range's own per-layer matrices become `layer_maps` (the slider's per-layer view)."""
-    from rollout_core.maths.rollout import attention_rollout
+    """`per_layer`: (L, B, n, n) row-normalised contributions of every model layer. The chosen range's layers are
+    rolled out (`rolled_out`); they are also the slider's per-layer view (`layer_maps`)."""
+    o = method_input.options
+    return rolled_out(per_layer[o.start_layer:o.end_layer], method_input, residual_weight=residual_weight)
+
+
+def rolled_out(maps: "torch.Tensor", method_input: MethodInput, *, residual_weight: float,
+               renormalise_view: bool = False) -> MethodOutput:
+    """`maps` (L', B, n, n), one matrix per layer of the range (head-fused attention, contributions): each
+    augmented like attention in rollout (discard, + residual_weight * I, rows renormalised) and multiplied. Only
+    the explained rows after each layer are computed here (`chain_rows`: vector-matrix products); the final n x n
+    product is left to whoever asks for it (`MethodOutput.rolled_out`). `maps` are the per-layer view, or with
+    `renormalise_view` (head-fused attention: a max or min over heads does not sum to 1) their rows renormalised,
+    and `maps` becomes the augmented stack. Discarding ranks entries across a whole matrix, which the renormalised
+    view rebuilds only to rounding: that product is computed here."""
+    import torch
+
+    from rollout_core.maths.rollout import augment_layers, chain_rows, compute_dtype, multiplied_
 
     o = method_input.options
-    cumulative = attention_rollout(per_layer[:, :, None], head_fusion="mean", residual_weight=residual_weight,
-                                   discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
-                                   attention_mask=method_input.mask, all_layers=True)
-    out = rows_of(cumulative, method_input)
-    out.layer_maps = per_layer[o.start_layer:o.end_layer].to(cumulative.dtype)
-    return out
+    maps = maps.to(compute_dtype(maps.dtype))
+    sums = maps.sum(dim=-1) if renormalise_view else None
+    view = maps if sums is None else maps / sums.clamp_min(torch.finfo(maps.dtype).tiny).unsqueeze(-1)
+    augmented = augment_layers(maps, residual_weight=residual_weight, discard_ratio=o.discard_ratio,
+                               attention_mask=method_input.mask, in_place=renormalise_view)
+    w = method_input.weights.to(augmented.dtype)
+    rows = chain_rows(w[:, None], augmented, all_layers=True)[:, :, 0]
+    if sums is not None and o.discard_ratio > 0:
+        return MethodOutput(layer_rows=rows, matrix=multiplied_(augmented), layer_maps=view)
+    return MethodOutput(layer_rows=rows, matrix=None, layer_maps=view, map_sums=sums,
+                        rolled_out=RolledOut(float(residual_weight), float(o.discard_ratio)))
 
 
 def layer_recorder(purpose: str) -> Callable[[Any], ContextManager[Any]]:

@@ -36,16 +36,48 @@ class MethodInput:
     target_index: "torch.Tensor | None" = None  # (B,) the explained class of each sample (classifiers), else None
 
 
+@dataclass(frozen=True)
+class RolledOut:
+    """How a method's per-layer maps multiply into its final matrix: each augmented like attention in rollout
+    (discard, + residual_weight * I, rows renormalised) and multiplied, the first layer of the range rightmost."""
+
+    residual_weight: float
+    discard_ratio: float
+
+    def matrix(self, maps: "torch.Tensor", attention_mask: "torch.Tensor | None" = None,
+               row_sums: "torch.Tensor | None" = None) -> "torch.Tensor":
+        """The (B, n, n) product of `maps` (L', B, n, n); `row_sums` (L', B, n): the maps are rows renormalised
+        from these sums (rollout's per-layer view), multiplied back before the product."""
+        from rollout_core.maths.rollout import augment_layers, multiplied_
+
+        layers = maps if row_sums is None else maps * row_sums.unsqueeze(-1)
+        return multiplied_(augment_layers(layers, residual_weight=self.residual_weight,
+                                          discard_ratio=self.discard_ratio, attention_mask=attention_mask,
+                                          in_place=row_sums is not None))
+
+
 @dataclass
 class MethodOutput:
     """The explained rows after each layer of the range, (L', B, n), and the final (B, n, n) matrix if any.
     `layer_maps`, (L', B, n, n): the method's own matrix of each layer alone (a contribution measure), which the
-    slider's per-layer view shows instead of the layer's head-fused attention; None: that attention."""
+    slider's per-layer view shows instead of the layer's head-fused attention; None: that attention.
+    `rolled_out`: the final matrix is `layer_maps` rolled out so (`matrix` is then None; `map_sums` the row sums
+    the maps were renormalised from, if they were): left to whoever reads it (`final_matrix`; the pipeline defers
+    it to the Explanation's first read of `matrix`)."""
 
     layer_rows: "torch.Tensor"
     matrix: "torch.Tensor | None"
     extras: dict[str, Any] = field(default_factory=dict)  # facts for Explanation.settings (e.g. an error bound)
     layer_maps: "torch.Tensor | None" = None
+    rolled_out: RolledOut | None = None
+    map_sums: "torch.Tensor | None" = None  # (L', B, n)
+
+    def final_matrix(self, attention_mask: "torch.Tensor | None" = None) -> "torch.Tensor | None":
+        """The (B, n, n) final matrix: `matrix`, or the product of `layer_maps` as `rolled_out` says (computed now;
+        `attention_mask` the batch's, (B, n))."""
+        if self.rolled_out is None or self.layer_maps is None:
+            return self.matrix
+        return self.rolled_out.matrix(self.layer_maps, attention_mask, self.map_sums)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,18 @@
 """Attention rollout (Abnar & Zuidema 2020): the product of residual-augmented, head-fused attention."""
-from rollout_core.methods._rows import rows_of
+from rollout_core.methods._rows import rolled_out
 from rollout_core.methods._cost import forward_seconds, product_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
 def compute(method_input: MethodInput) -> MethodOutput:
-    """Rollout after each layer of the range."""
-    from rollout_core.maths.rollout import attention_rollout
+    """Rollout after each layer of the range: the layers' head-fused attention (the slider's per-layer view)
+    rolled out; the explained rows only (the final matrix when it is read)."""
+    from rollout_core.maths.rollout import fused_layers
 
     o = method_input.options
-    cumulative = attention_rollout(
-        method_input.captured.attentions, head_fusion=o.head_fusion, residual_weight=o.residual_weight,
-        discard_ratio=o.discard_ratio, start_layer=o.start_layer, end_layer=o.end_layer,
-        attention_mask=method_input.mask, all_layers=True)
-    return rows_of(cumulative, method_input)
-
+    fused = fused_layers(method_input.captured.attentions[o.start_layer:o.end_layer], head_fusion=o.head_fusion,
+                         attention_mask=method_input.mask)
+    return rolled_out(fused, method_input, residual_weight=o.residual_weight, renormalise_view=True)
 
 
 def cost(w: Workload) -> float:

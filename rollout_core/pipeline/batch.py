@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,7 +10,7 @@ import numpy as np
 import torch
 
 from rollout_core import capture, lowmem, methods
-from rollout_core.explanation_data import Prediction
+from rollout_core.explanation_data import Deferred, Prediction
 from rollout_core.maths.rollout import layer_attention
 from rollout_core.maths.sinks import SinkReport, find_sinks, sink_facts
 from rollout_core.methods._rows import weighted_rows
@@ -38,22 +39,42 @@ class BatchResult:
     method_facts: dict[str, Any] = field(default_factory=dict)  # for the settings (MethodOutput.extras)
     sinks: SinkReport | None = None  # attention sinks of every layer (not on the low-memory path)
     features: torch.Tensor | None = None  # (B, d) what the classifier read, for models with domain statistics
+    rolled_out: methods.RolledOut | None = None  # the final matrix is `layer_attention` rolled out so (`matrix` None)
+    map_sums: torch.Tensor | None = None  # (L', B, n) the row sums `layer_attention` was renormalised from, if it was
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
-        """Explanation fields of sample b, cropped to its first n positions (right padding)."""
+        """Explanation fields of sample b, cropped to its first n positions (right padding). A rolled-out final
+        matrix is `Deferred`: computed from the sample's per-layer maps when the Explanation's `matrix` is read."""
         def np_(t: torch.Tensor | None) -> np.ndarray | None:
             return None if t is None else t.detach().to("cpu", torch.float64).numpy()
         layers = self.layer_scores.shape[0]
+        layer_attention = np.zeros((layers, 0, n)) if self.layer_attention is None else np_(
+            self.layer_attention[:, b, :n, :n])
+        matrix = np_(None if self.matrix is None else self.matrix[b, :n, :n])
+        if self.rolled_out is not None and self.layer_attention is not None:
+            sums = None if self.map_sums is None else np_(self.map_sums[:, b, :n])
+            dtype = str(self.layer_attention.dtype).removeprefix("torch.")
+            matrix = Deferred(functools.partial(_rolled_matrix, layer_attention, sums, self.rolled_out, dtype),
+                              nbytes=n * n * 8)
         return {
             "scores": np_(self.scores[b, :n]),
             "layer_scores": np_(self.layer_scores[:, b, :n]),
             "layer_attention_scores": np_(self.layer_attention_scores[:, b, :n]),
-            "matrix": np_(None if self.matrix is None else self.matrix[b, :n, :n]),
-            "layer_attention": np.zeros((layers, 0, n)) if self.layer_attention is None
-            else np_(self.layer_attention[:, b, :n, :n]),
+            "matrix": matrix,
+            "layer_attention": layer_attention,
             "head_attention": np_(None if self.head_attention is None else self.head_attention[:, b, :, :n, :n]),
             "extras": {} if self.sinks is None else {"sinks": sink_facts(self.sinks, b, n)},
         }
+
+
+def _rolled_matrix(maps: np.ndarray, sums: np.ndarray | None, rolled: methods.RolledOut, dtype: str) -> np.ndarray:
+    """The deferred final matrix of one sample: its (L', n, n) per-layer maps (rows renormalised from `sums`, (L', n),
+    when given) rolled out in the dtype the batch's maths ran in (the maps came from it)."""
+    def batch_of_one(values: np.ndarray) -> torch.Tensor:
+        return torch.from_numpy(values).to(getattr(torch, dtype))[:, None]
+
+    return rolled.matrix(batch_of_one(maps), None, None if sums is None else batch_of_one(sums))[0].to(
+        torch.float64).numpy()
 
 
 def explain_batch(
@@ -98,19 +119,21 @@ def _full_batch(
     weights = result.weights if result.weights is not None else pooled
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
-    layer_att = layer_attention(atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
                                                       full_matrix=layout is None, recorded=recorded,
                                                       target_index=result.classes))
-    layer_att = layer_att if out.layer_maps is None else out.layer_maps
+    layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
+        atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
     sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
-    return _build(
+    batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
         layer_attention_scores=weighted_rows(w, layer_att.to(w.dtype)), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )
+    batch.rolled_out, batch.map_sums = out.rolled_out, out.map_sums
+    return batch
 
 
 def _fuse_in_forward(method: methods.MethodSpec, opts: Options) -> bool:
