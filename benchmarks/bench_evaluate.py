@@ -13,8 +13,10 @@
 (c) one input as a user gets it (issue 29: a sentence with 3 methods <= 15 explanations' worth, an image <= 20):
     `evaluate_input` with the page's methods (the model's measured default, rollout, raw attention) on one sentence
     of default-text and one generated shape of default-image, beside one explanation of it (the mean over the three
-    methods), interleaved runs, medians; the default protocol (no reference, 1 random ordering), the page's own
-    explanation given (as the Evaluate page does), and what asking for more costs (gradient x input, integrated
+    methods), interleaved runs, medians of wall and of CPU seconds (CPU: less moved by other processes on a shared
+    machine); the default protocol (no reference, 1 random ordering), as the Evaluate page runs it (its own
+    explanation given, a progress callback, so passes of at most 16 perturbed inputs), and what asking for more
+    costs (gradient x input, integrated
     gradients, 3 orderings) or what each grid costs (the default: text tenths, images fifths). Torch threads: as
     the process has them (set OMP_NUM_THREADS).
 
@@ -123,7 +125,7 @@ def text_case(sentences: int, methods: list[str]) -> None:
 
 
 SINGLE_PROTOCOLS = (("default (no reference, 1 random ordering)", {}),
-                    ("default, the page's explanation given", {"page": True}),
+                    ("default as the page runs it (its explanation given)", {"page": True}),
                     ("+ gradient x input", {"references": ("gxi",)}),
                     ("+ both references (before: text's default)", {"references": ("gxi", "ig")}),
                     ("+ 3 random orderings", {"seeds": 3}),
@@ -154,35 +156,45 @@ def single_case(modality: str, repeats: int) -> None:
     prepared = (prepare_text if modality == "text" else prepare_image)(handle, source)
     masks = torch.rand(16, prepared.n, generator=torch.Generator().manual_seed(0)) < 0.5
     times: dict[str, list[float]] = {}
+    cpus: dict[str, list[float]] = {}
+
+    def timed(name: str, fn: Callable[[], object]) -> None:
+        wall, cpu = _seconds(fn)
+        times.setdefault(name, []).append(wall)
+        cpus.setdefault(name, []).append(cpu)
+
     for m in three:  # warm-up: kernels, the scoring copy of the model
         explain(handle, source, method=m)
     default = evaluate_input(handle, source, three)
     for _ in range(repeats):
         for m in three:
-            times.setdefault(m, []).append(_seconds(lambda m=m: explain(handle, source, method=m))[0])
-        times.setdefault("row", []).append(_seconds(lambda: prepared.probabilities(masks))[0] / len(masks))
+            timed(m, lambda m=m: explain(handle, source, method=m))
+        timed("row", lambda: prepared.probabilities(masks))
         for name, kwargs in SINGLE_PROTOCOLS:
             if kwargs.get("page"):  # the page made it before the run (its prediction), so it is not timed
                 given = {three[0]: explain(handle, source, method=three[0])}
-                times.setdefault(name, []).append(_seconds(lambda g=given: evaluate_input(
-                    handle, source, three, explanations=g))[0])
+                timed(name, lambda g=given: evaluate_input(handle, source, three, explanations=g,
+                                                           progress=lambda done, total, what: None))
             else:
-                times.setdefault(name, []).append(_seconds(lambda k=kwargs: evaluate_input(
-                    handle, source, three, **k))[0])
+                timed(name, lambda k=kwargs: evaluate_input(handle, source, three, **k))
     estimates = [time_left_ratios(handle, source, three) for _ in range(max(1, repeats // 2))]
     med = {k: statistics.median(v) for k, v in times.items()}
+    med["row"] /= len(masks)
+    med_cpu = {k: statistics.median(v) for k, v in cpus.items()}
     unit = sum(med[m] for m in three) / len(three)
+    unit_cpu = sum(med_cpu[m] for m in three) / len(three)
     target = 15 if modality == "text" else 20
     print(f"(c) default-{modality}, one {'sentence' if modality == 'text' else 'generated shape'}, "
           f"{', '.join(three)}; torch threads {torch.get_num_threads()}, {repeats} interleaved repeats, medians; "
           f"load average {os.getloadavg()[0]:.1f}", flush=True)
     print("  one explanation: " + ", ".join(f"{m} {med[m] * 1000:.0f} ms" for m in three)
-          + f"; unit (their mean) {unit * 1000:.0f} ms; a scored row in a pass of 16: {med['row'] * 1000:.1f} ms = "
-          f"{med['row'] / unit:.2f} explanations ({prepared.n} positions); the default run: grid {default.grid}, "
-          f"{default.scored} perturbed inputs in {default.passes} passes")
+          + f"; unit (their mean) {unit * 1000:.0f} ms, CPU {unit_cpu * 1000:.0f} ms; a scored row in a pass of 16: "
+          f"{med['row'] * 1000:.1f} ms = {med['row'] / unit:.2f} explanations ({prepared.n} positions); the default "
+          f"run: grid {default.grid}, {default.scored} perturbed inputs in {default.passes} passes")
     for name, _ in SINGLE_PROTOCOLS:
-        print(f"  {name:48s} {med[name]:7.3f} s = {med[name] / unit:6.1f} explanations"
-              f"{f' (target <= {target})' if name.startswith('default') else ''}", flush=True)
+        print(f"  {name:52s} {med[name]:7.3f} s = {med[name] / unit:6.1f} explanations; CPU {med_cpu[name]:7.3f} s = "
+              f"{med_cpu[name] / unit_cpu:6.1f}{f' (target <= {target})' if name.startswith('default') else ''}",
+              flush=True)
     low, high = min(e[0] for e in estimates), max(e[1] for e in estimates)
     print(f"  time left shown / time it then took, every progress report of the default run ({len(estimates)} runs, "
           f"reports with at least 10% of the run left): {low:.2f} .. {high:.2f} (target within 0.5 .. 2)", flush=True)

@@ -73,7 +73,7 @@ def test_one_random_ordering_per_input_by_default(tiny_handle) -> None:  # noqa:
     assert set(curve.unique()) <= {0.0, 1.0}  # one ordering: accuracy points, not a mean of several
 
 
-def test_the_grid_is_fifths_for_one_image_and_tenths_for_a_sentence_and_a_data_set(tiny_handle, tmp_path) -> None:  # noqa: ANN001
+def test_one_image_is_read_in_fifths_a_sentence_and_a_data_set_in_tenths(tiny_handle, tmp_path) -> None:  # noqa: ANN001
     image = evaluate_input(tiny_handle("vit"), _image(), ["rollout"])
     sentence = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"])
     assert (image.grid, sentence.grid) == ("fifths", "tenths")
