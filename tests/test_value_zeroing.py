@@ -41,33 +41,54 @@ def _reference(model, inputs, layer: int, j: int) -> torch.Tensor:
     return 1 - (zeroed * original).sum(-1) / (zeroed.norm(dim=-1) * original.norm(dim=-1))
 
 
-def _check(model, inputs, pairs):
+def _check(model, inputs):
     model = _sharpened(model)
     inputs = {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}
     hs = _forward(model, inputs)
     c = value_zeroing_contributions(model, hs, inputs.get("attention_mask"), chunk=3)
-    n = hs[0].shape[1]
-    assert c.shape == (len(hs) - 1, 1, n, n)
-    raw = {}
-    for l in range(len(hs) - 1):
-        raw[l] = torch.stack([_reference(model, inputs, l, j)[0] for j in range(n)], dim=-1)  # (n_out, n_in)
-    for l, j in pairs:
-        expected = raw[l] / raw[l].sum(-1, keepdim=True)
-        torch.testing.assert_close(c[l, 0, :, j], expected[:, j], atol=1e-9, rtol=1e-7)
-    assert raw[0].min() > 1e-4  # the zeroing has a visible effect
+    layers, n = len(hs) - 1, hs[0].shape[1]
+    assert c.shape == (layers, 1, n, n)
+    for l, j in [(0, n - 1), (0, n // 2), (layers - 1, 0), (layers - 1, n // 3)]:
+        raw = torch.stack([_reference(model, inputs, l, k)[0] for k in range(n)], dim=-1)  # (n_out, n_in)
+        torch.testing.assert_close(c[l, 0, :, j], (raw / raw.sum(-1, keepdim=True))[:, j], atol=1e-9, rtol=1e-7)
+        assert raw[:, j].min() > 1e-6  # zeroing v_j has a visible effect on every output
     torch.testing.assert_close(c.sum(-1), torch.ones(c.shape[:-1], dtype=c.dtype), atol=1e-6, rtol=0)
 
 
-def test_bert_matches_hooked_rerun(tiny_handle):
+@pytest.mark.parametrize("kind", ["bert", "distilbert", "roberta"])
+def test_text_families_match_hooked_rerun(tiny_handle, kind):
+    """BERT's attention module returns the heads' contexts, DistilBERT's ends with its output projection."""
+    h = tiny_handle(kind)
+    _check(h.model, dict(h.processor(["the movie was very good"], return_tensors="pt")))
+
+
+@pytest.mark.parametrize("kind", ["vit", "deit", "dinov2", "dinov2-registers"])
+def test_image_families_match_hooked_rerun(tiny_handle, kind):
+    """Pre-LN blocks (DINOv2's with layerscale): the input norm runs once for all the zeroed copies."""
+    h = tiny_handle(kind)
+    torch.manual_seed(0)
+    size = h.model.config.image_size
+    _check(h.model, {"pixel_values": torch.randn(1, 3, size, size)})
+
+
+def test_shared_model_hooks_neither_run_nor_copied(tiny_handle):
+    """Each layer is re-run as a private copy: a hook on the shared model (another session's recording, say)
+    is not called by the re-runs and is still in place after them."""
     h = tiny_handle("bert")
     inputs = dict(h.processor(["the movie was very good"], return_tensors="pt"))
-    _check(h.model, inputs, [(0, 0), (0, 3), (1, 2), (1, 6)])
-
-
-def test_dinov2_matches_hooked_rerun(tiny_handle):
-    h = tiny_handle("dinov2")
-    torch.manual_seed(0)
-    _check(h.model, {"pixel_values": torch.randn(1, 3, 32, 32)}, [(0, 0), (0, 5), (1, 16), (1, 9)])
+    hs = _forward(h.model, inputs)
+    calls = []
+    block = h.model.bert.encoder.layer[0]
+    handles = [block.register_forward_hook(lambda *a: calls.append(1)),
+               block.attention.self.value.register_forward_hook(lambda *a: calls.append(1))]
+    try:
+        value_zeroing_contributions(h.model, hs, inputs["attention_mask"])
+        assert calls == []
+        _forward(h.model, inputs)
+        assert len(calls) == 2
+    finally:
+        for handle in handles:
+            handle.remove()
 
 
 def test_padded_batch_equals_one_by_one(tiny_handle):
