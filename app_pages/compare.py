@@ -25,6 +25,12 @@ param("mode", "methods", tuple(MODES))
 top = st.columns(2)
 modality = top[0].radio("Input", ["text", "image"], key="modality", horizontal=True, format_func=str.capitalize)
 mode = top[1].radio("Compare", list(MODES), key="mode", horizontal=True, format_func=MODES.__getitem__)
+if modality == "text":
+    source = text_input()
+    explain = core.explain_text
+else:
+    source = image_input().data
+    explain = core.explain_image
 
 with st.sidebar:
     st.header("Left (A)")
@@ -34,11 +40,11 @@ with st.sidebar:
         name_b, pickle_b = model_picker(modality, key="model_b", label="Model B")
         st.header("Method (both sides)")
         method_a, target_a = method_settings(model=name_a, modality=modality, handle=loaded(name_a, pickle_a),
-                                             also=(loaded(name_b, pickle_b),))
+                                             also=(loaded(name_b, pickle_b),), source=source)
         method_b, target_b = method_a, target_a
     else:
         method_a, target_a = method_settings(model=name_a, modality=modality,  # starts on its measured default
-                                             handle=loaded(name_a, pickle_a))
+                                             handle=loaded(name_a, pickle_a), source=source)
         st.header("Right (B)")
         name_b, pickle_b = name_a, pickle_a
         if "b_method" not in st.session_state and "b_method" not in st.query_params:
@@ -46,14 +52,7 @@ with st.sidebar:
             default_a = measured.default_method(name_a, methods.names())
             st.session_state["b_method"] = "rollout" if default_a != "rollout" else "attention"
         method_b, target_b = method_settings(key="b_", model=name_b, modality=modality,
-                                             handle=loaded(name_b, pickle_b))
-
-if modality == "text":
-    source = text_input()
-    explain = core.explain_text
-else:
-    source = image_input().data
-    explain = core.explain_image
+                                             handle=loaded(name_b, pickle_b), source=source)
 
 side_requests = (("A", name_a, pickle_a, method_a, target_a), ("B", name_b, pickle_b, method_b, target_b))
 method_keys = ("method", "method" if mode == "models" else "b_method")  # the sidebar's: a refusal's cheaper choice

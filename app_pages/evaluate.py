@@ -58,9 +58,11 @@ STOPPED_ONE = "evaluate_one_stopped"
 
 
 def _table(frame, notes: list[str]) -> None:  # noqa: ANN001 - a DataFrame of formatted cells
-    """The table with its method columns under their display names (no raw ids on screen), and its notes."""
+    """The table with its method columns under their display names (no raw ids on screen), and its notes; a
+    static table, whose cells and headers wrap to the page's width (a data frame's columns do not wrap, and the
+    last methods' columns were scrolled out of sight)."""
     shown = frame.rename(columns=lambda c: registry.display_name(c) if c in registry.names() else c)
-    st.dataframe(shown, width="stretch")
+    st.table(shown)
     for note in notes:
         st.caption(note)
 

@@ -19,10 +19,10 @@ from rollout_core.figures.layer_views import DEFAULT_OPACITY, OVERLAY_OPACITY
 
 st.title("Image")
 
-name, allow_pickle, method, target = model_and_method("image")
-
 choice = image_input()
 image_bytes, source = choice.data, choice.name
+
+name, allow_pickle, method, target = model_and_method("image", source=image_bytes)
 
 param("cmap", DEFAULT_COLORMAP, figures.COLORMAPS)
 scale_col, shared_col = st.columns(3)[:2]

@@ -19,8 +19,6 @@ from rollout_core.explanation import Explanation
 
 st.title("Text")
 
-name, allow_pickle, method, target = model_and_method("text", zero_shot=True)
-
 
 def _use_example() -> None:
     st.session_state["text"] = st.session_state["example"]
@@ -29,6 +27,7 @@ def _use_example() -> None:
 st.selectbox("Example sentences", EXAMPLE_SENTENCES, key="example", index=None, placeholder="Pick an example…",
              on_change=_use_example)
 text = text_input("Text to explain", height=90)
+name, allow_pickle, method, target = model_and_method("text", zero_shot=True, source=text)
 
 handle = core.run(f"loading {name or 'the model'}", core.load, name, allow_pickle)
 labels: tuple[str, ...] | None = None

@@ -118,7 +118,7 @@ def test_evaluate_input_progress_ends_at_its_total(tiny_handle) -> None:  # noqa
 
 
 def _frame_cells(at) -> list[str]:  # noqa: ANN001 - AppTest
-    frame = at.dataframe[-1].value  # the measures (the prediction's table comes first)
+    frame = at.table[-1].value  # the measures
     return [str(c) for c in frame.to_numpy().ravel()] + [str(i) for i in frame.index]
 
 
@@ -129,7 +129,7 @@ def test_evaluate_page_has_readable_labels_and_four_titled_curves(tiny_model_dir
     assert not at.error, texts(at.error)
     cells = _frame_cells(at)
     assert "Deletion AUC" in cells and not any(c in ("None", "nan") for c in cells)
-    columns = list(at.dataframe[-1].value.columns)  # methods by display name, no raw ids
+    columns = list(at.table[-1].value.columns)  # methods by display name, no raw ids
     assert "Attention rollout" in columns and "rollout" not in columns
     charts = at.get("plotly_chart")
     assert len(charts) == 4
@@ -192,10 +192,10 @@ def test_a_stopped_data_set_run_shows_the_examples_it_finished(tiny_model_dir: C
     at.run()
     assert_clean(at)
     assert any("Stopped after 2 of 10 examples" in w for w in texts(at.warning))
-    assert at.get("metric") and len(at.dataframe) == 1
+    assert at.get("metric") and len(at.table) == 1
     assert f"{whole.accuracy:.1%}" in str(at.get("metric")[0].proto)
     at.run()  # shown once: the next rerun is a fresh page
-    assert not at.warning and not at.dataframe
+    assert not at.warning and not at.table
 
 
 def test_evaluate_starts_with_the_pages_method_shows_its_prediction_and_clears_the_run(

@@ -139,3 +139,37 @@ def test_compare_offers_each_refused_side_its_own_cheaper_choice(tiny_model_dir:
     assert len(offers) == 2
     at = offers[0].click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
+
+
+def _estimate_captions(at: Any) -> list[str]:
+    return [c.value.replace("\\", "") for c in at.sidebar.caption if c.value.startswith("Estimated ")]
+
+
+def test_the_sidebar_says_the_chosen_methods_estimate_before_it_runs(tiny_model_dir: Callable[[str], Path],
+                                                                     monkeypatch: pytest.MonkeyPatch):
+    """Under the method picker, for the model and the input on the page: the chosen method's estimate (the one the
+    budget checks), and for a method over the limit that it would be refused, with the figure its refusal gives."""
+    model = str(tiny_model_dir("bert-long"))
+    cheap, dear = _estimates(model, TEXT, "rollout", "flow")
+    monkeypatch.setenv("ROLLOUT_MAX_COMPUTE_SECONDS", str((cheap + dear) / 2))
+    tokens = len(load_model(model).processor(TEXT.strip())["input_ids"])  # the page strips the text
+    at = page("app_pages/text.py", model=model, method="rollout", text=TEXT)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert _estimate_captions(at) == [f"Estimated {budget.in_words(cheap)} on this input ({tokens} tokens)."]
+    at.sidebar.selectbox(key="method").set_value("flow").run()
+    (caption,) = _estimate_captions(at)
+    assert caption.startswith(f"Estimated {budget.in_words(dear)} on this input") and "would be refused" in caption
+    (refusal,) = [e.value.replace("\\", "") for e in at.error]
+    assert f"would take {budget.in_words(dear)}" in refusal  # the same figure as the refusal's
+
+    image_model = str(tiny_model_dir("vit"))
+    at = page("app_pages/image.py", model=image_model, method="rollout")
+    (caption,) = _estimate_captions(at)
+    assert caption.startswith("Estimated ") and "patches)" in caption and "refused" not in caption
+
+    model_b = str(tiny_model_dir("bert-deep"))
+    both = sum(_estimates(m, TEXT, "rollout")[0] for m in (model, model_b))
+    at = page("app_pages/compare.py", mode="models", model=model, model_b=model_b, method="rollout", text=TEXT)
+    assert [c.split(" on this input")[0] for c in _estimate_captions(at)] == [f"Estimated {budget.in_words(both)}"]
+    at = page("app_pages/compare.py", mode="methods", model=model, method="rollout", b_method="flow", text=TEXT)
+    assert [("refused" in c) for c in _estimate_captions(at)] == [False, True]  # each side its own

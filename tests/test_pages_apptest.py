@@ -190,9 +190,13 @@ def test_the_text_is_encoded_once_for_the_cost_check_and_the_explanation(
     monkeypatch.setattr(budget, "check_prepared", lambda prepared: checked.append(prepared.tokens) or check(prepared))
     at = page("app_pages/text.py", model=str(tiny_model_dir("bert")), text="a good film", method=method)
     assert_clean(at)
-    assert encoded == [1] and checked == [5]  # [CLS] a good film [SEP]: counted by the check, then explained
+    # [CLS] a good film [SEP]: counted once for the sidebar's estimate (cached per model and text), and once by
+    # the request the cost check counts and the explanation runs
+    assert encoded == [1, 1] and checked == [5]
     at.checkbox(key="hide_special").set_value(False).run()
-    assert encoded == [1] and checked == [5]  # a display change: from the cache, nothing encoded again
+    assert encoded == [1, 1] and checked == [5]  # a display change: from the cache, nothing encoded again
+    at.sidebar.selectbox(key="method").set_value("attention").run()
+    assert encoded == [1, 1, 1] and checked == [5, 5]  # another method: its request only
 
 
 def test_an_evaluation_counts_its_input_once_for_all_its_methods(monkeypatch: pytest.MonkeyPatch,
@@ -435,7 +439,7 @@ def test_evaluate_page_runs_one_input(tiny_model_dir: Callable[[str], Path]) -> 
     at.button[0].click().run()
     assert_clean(at)
     assert not at.error, texts(at.error)
-    assert at.get("metric") and at.dataframe
+    assert at.get("metric") and at.table
 
 
 def test_flow_pages_say_which_rows_they_hold_and_whether_approximate(tiny_model_dir: Callable[[str], Path]) -> None:

@@ -156,6 +156,13 @@ def _session_gone() -> Callable[[], bool]:
     return gone
 
 
+def positions(handle: Any, source: str | bytes) -> tuple[int, int]:
+    """`budget.positions` of the text or image `source` for the loaded `handle`, cached: a rerun for a display
+    change does not tokenise or decode the input again."""
+    digest = hashlib.sha256(source if isinstance(source, bytes) else source.encode("utf-8")).hexdigest()
+    return results().get_or_compute(("positions", handle.name, digest), lambda: budget.positions(handle, source))
+
+
 def explain_text(name: str, allow_pickle: bool, text: str, options: Options, target: str | int | None = None,
                  labels: tuple[str, ...] | None = None, keep_heads: bool = False, method_key: str = "method") -> Any:
     """`rollout_core.explain_text` within the compute budget, cached on the model name, text, options, target.

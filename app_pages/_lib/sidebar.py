@@ -54,12 +54,14 @@ def model_picker(modality: str, key: str = "model", label: str = "Model") -> tup
 
 def method_settings(key: str = "", target_help: str | None = None, model: str | None = None,
                     modality: str | None = None, handle: Any = None, zero_shot: bool = False,
-                    also: tuple[Any, ...] = ()) -> tuple[Options, str | int | None]:
+                    also: tuple[Any, ...] = (), source: Any = None) -> tuple[Options, str | int | None]:
     """Method, head fusion, residual weight, discard ratio, start layer (the `Options`) and the target (None:
     predicted); `key` prefixes the URL names. With `model`, the picker starts on its measured default and shows
     each method's measured figures. With the loaded `handle`, it offers only the methods that can run on it
     (`methods.runnable`; `zero_shot`: the page gives zero-shot labels), else those of `modality`; `also`: other
-    loaded handles the same method runs on (Compare's two models), whose runnable methods it is narrowed to."""
+    loaded handles the same method runs on (Compare's two models), whose runnable methods it is narrowed to.
+    With `source` (the page's text or image) and `handle`, the chosen method's estimate on it is said under the
+    picker, before anything runs."""
     k = (lambda name: f"{key}{name}") if key else (lambda name: name)
     record = measured.figures(model)
     if handle is not None:
@@ -84,14 +86,32 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
         st.session_state[k("method")] = default
     method = st.selectbox(method_option.label, offered, key=k("method"),
                           format_func=lambda m: method_label(m, record))
+    estimate = st.empty()  # filled once the options it depends on (the start layer) are read
     _figures_caption(record, model, handle)
     spec = methods.get(method)
     values = {o.name: option_widget(o, k(o.url), spec, None if handle is None else handle.num_layers,
                                     target_help) for o in SIDEBAR_OPTIONS}
+    handles = tuple(h for h in (handle, *also) if h is not None)
+    if handle is not None and source is not None and all(h.modality == handle.modality for h in handles) and (
+            isinstance(source, bytes) == (handle.modality == "image")):
+        _estimate_caption(estimate, handles, source, method, values["start_layer"])
     if spec.first_layer is not None:
         st.caption(f"{spec.title} starts at the model's first fine-tuned layer: a lower start layer is raised to it.")
     target = values.pop("target")
     return Options(method=method, **values), _target(target)
+
+
+def _estimate_caption(slot: Any, handles: tuple[Any, ...], source: Any, method: str, start_layer: int) -> None:
+    """The budget's estimate of `method` on `source` with `handles` (`budget.before_run`) in `slot`; nothing when
+    the input cannot be read (the page says why)."""
+    from app_pages._lib import core
+    from rollout_core.serving import budget
+
+    try:
+        sizes = tuple(core.positions(h, source) for h in handles)
+    except RolloutError:
+        return
+    slot.caption(safe_text(budget.before_run(handles, sizes, method, start_layer)))
 
 
 SIDEBAR_OPTIONS = tuple(o for o in OPTIONS if o.url is not None and o.kind != "method")
@@ -125,17 +145,18 @@ def option_widget(option: OptionSpec, key: str, spec: Any, layers: int | None, t
     return st.text_input(option.label, key=key, help=target_help or help_text)
 
 
-def model_and_method(modality: str, method_header: str = "Method", zero_shot: bool = False,
+def model_and_method(modality: str, method_header: str = "Method", zero_shot: bool = False, source: Any = None,
                      ) -> tuple[str, bool, Options, str | int | None]:
     """The sidebar of a one-model page: the model picker and the method settings under their headers (offering
-    the methods that can run on the model; `zero_shot`: the page gives a sentence encoder zero-shot labels).
-    Returns (name, allow_pickle, options, target)."""
+    the methods that can run on the model; `zero_shot`: the page gives a sentence encoder zero-shot labels;
+    `source`: the page's input, on which the chosen method's estimate is said). Returns (name, allow_pickle,
+    options, target)."""
     with st.sidebar:
         st.header("Model")
         name, allow_pickle = model_picker(modality)
         st.header(method_header)
-        return name, allow_pickle, *method_settings(model=name, modality=modality,
-                                                    handle=loaded(name, allow_pickle), zero_shot=zero_shot)
+        return name, allow_pickle, *method_settings(model=name, modality=modality, handle=loaded(name, allow_pickle),
+                                                    zero_shot=zero_shot, source=source)
 
 
 def loaded(name: str, allow_pickle: bool) -> Any:

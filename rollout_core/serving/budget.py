@@ -82,8 +82,7 @@ def refusal(method: str, workload: Workload, seconds: float, limit: float, choic
     the first of `choices` (the methods that can run here, in order of preference) that fits, and the input size
     that would fit with the same method."""
     spec = methods.get(method)
-    unit = "patches" if workload.image else "tokens"
-    size = f"{workload.tokens} {unit}" + (f" x {workload.batch} inputs" if workload.batch > 1 else "")
+    size = _size_words(workload)
     first = cheaper(method, workload, choices, limit)[:1]
     offers = [f"use {methods.display_name(name)} ({in_words(s)})" for name, s in first]
     fits = _fitting_size(method, dataclasses.replace(workload, batch=1), limit / max(workload.batch, 1))
@@ -97,6 +96,26 @@ def refusal(method: str, workload: Workload, seconds: float, limit: float, choic
     return BudgetError(f"{spec.title} on {size} through {workload.layers} layers would take "
                        f"{in_words(seconds)}, over this server's limit of {in_words(limit)}; {choice}",
                        choice=first[0][0] if first else None)
+
+
+def _size_words(workload: Workload) -> str:
+    """'257 patches', '40 tokens x 8 inputs'."""
+    unit = "patches" if workload.image else "tokens"
+    return f"{workload.tokens} {unit}" + (f" x {workload.batch} inputs" if workload.batch > 1 else "")
+
+
+def before_run(handles: tuple[Any, ...], sizes: tuple[tuple[int, int], ...], method: str, start_layer: int = 0,
+               end_layer: int | None = None, *, full_matrix: bool = False) -> str:
+    """What explaining an input by `method` with each of the loaded `handles` will cost, in one line for a page to
+    show before it runs: "Estimated about 3 s on this input (257 patches)" (the sum over the handles), saying when
+    one of them is over the server's limit (that request will be refused). `sizes`: the input's (positions, pooled
+    outputs) for each handle (`positions`). The estimate is the one the budget checks (`workload`)."""
+    works = [workload(h, None, method, start_layer, end_layer, full_matrix=full_matrix, sized=sized)
+             for h, sized in zip(handles, sizes)]
+    each, limit = [estimate_seconds(method, w) for w in works], max_seconds()
+    sizes = " and ".join(dict.fromkeys(_size_words(w) for w in works))
+    over = f", over this server's limit of {in_words(limit)}: it would be refused" if max(each) > limit else ""
+    return f"Estimated {in_words(sum(each))} on this input ({sizes}){over}."
 
 
 def check(method: str, workload: Workload, *, limit: float | None = None, choices: tuple[str, ...] | None = None

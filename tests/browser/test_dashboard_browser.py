@@ -226,7 +226,7 @@ def test_evaluate_page(app_url: str, page: Any, shots: Path) -> None:
     model = _model("default-text")
     page.goto(f"{app_url}/evaluate?model={model}&methods=rollout", timeout=LOAD)
     page.get_by_role("button", name="Evaluate this input").click()
-    page.get_by_test_id("stDataFrame").first.wait_for(timeout=LOAD)
+    page.get_by_test_id("stTable").first.wait_for(timeout=LOAD)
     _shot(page, shots / "evaluate.png")
 
 
@@ -241,9 +241,9 @@ def test_evaluate_stop_keeps_the_examples_done(app_url: str, page: Any) -> None:
     warning.wait_for(timeout=LOAD)
     done, total = [int(n) for n in warning.inner_text().split("Stopped after ")[1].split(" examples")[0].split(" of ")]
     assert 1 <= done < total == 60
-    page.get_by_test_id("stDataFrame").first.wait_for(timeout=STEP)  # the table of the examples done
+    page.get_by_test_id("stTable").first.wait_for(timeout=STEP)  # the table of the examples done
     _idle(page)
-    assert page.get_by_test_id("stDataFrame").count() == 1 and page.get_by_test_id("stAlertContentError").count() == 0
+    assert page.get_by_test_id("stTable").count() == 1 and page.get_by_test_id("stAlertContentError").count() == 0
 
 
 def test_two_sessions_at_once_stay_separate(app_url: str, browser: Any) -> None:
