@@ -51,8 +51,8 @@ def run_block(block: nn.Module, x: torch.Tensor, mask4: torch.Tensor | None) -> 
 
 def _private_copy(block: nn.Module) -> nn.Module:
     """A float64 deep copy of `block` without the hooks other sessions may have put on the shared one (their
-    tables are not read: another thread may be changing them)."""
-    memo: dict[int, Any] = {}
+    tables are not read: another thread may be changing them). Parameters are copied once, straight to float64."""
+    memo: dict[int, Any] = {id(p): nn.Parameter(p.detach().to(WIDE), requires_grad=False) for p in block.parameters()}
     for module in block.modules():
         for name in _HOOK_TABLES:
             table = module.__dict__.get(name)
