@@ -125,8 +125,9 @@ with one:
                     key=f"one_grid_{modality}", horizontal=True, format_func=lambda g: GRIDS[g].words(),
                     help=f"The fractions of the {'tokens' if modality == 'text' else 'patches'} removed / put back "
                          f"at which each curve is scored. {FULL_GRID.capitalize()}: the full protocol of the "
-                         "data sets and the recorded tables. Fifths: about half as many perturbed inputs, the "
-                         "default for an image (each of its perturbed inputs costs about half an explanation).")
+                         "data sets and the recorded tables. Fifths, quarters: about a half, a third as many "
+                         "perturbed inputs; quarters is an image's default (each of its perturbed inputs costs about "
+                         "half an explanation).")
     if st.button("Evaluate this input", type="primary", disabled=not methods) and source is not None:
         st.session_state["evaluate_one"] = True
     if st.session_state.pop(STOPPED_ONE, False):

@@ -17,7 +17,7 @@
     machine); the default protocol (no reference, 1 random ordering), as the Evaluate page runs it (its own
     explanation given, a progress callback, so passes of at most 16 perturbed inputs), and what asking for more
     costs (gradient x input, integrated
-    gradients, 3 orderings) or what each grid costs (the default: text tenths, images fifths). Torch threads: as
+    gradients, 3 orderings) or what each grid costs (the default: text tenths, images quarters). Torch threads: as
     the process has them (set OMP_NUM_THREADS).
 
 Run: python benchmarks/bench_evaluate.py [--sentences 100] [--quick] [--single-only] [--repeats 5]
@@ -130,7 +130,8 @@ SINGLE_PROTOCOLS = (("default (no reference, 1 random ordering)", {}),
                     ("+ both references (before: text's default)", {"references": ("gxi", "ig")}),
                     ("+ 3 random orderings", {"seeds": 3}),
                     ("grid tenths (the full protocol)", {"grid": "tenths"}),
-                    ("grid fifths", {"grid": "fifths"}))
+                    ("grid fifths", {"grid": "fifths"}),
+                    ("grid quarters", {"grid": "quarters"}))
 
 
 def single_case(modality: str, repeats: int) -> None:

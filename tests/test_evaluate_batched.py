@@ -1,7 +1,7 @@
 """Issues 17 and 29: the batched evaluation (perturbed inputs in batches on the scoring copy of the model, shared between
 methods, the prediction taken from the first explanation) gives the numbers of a naive loop that scores one
 perturbed input at a time on the model as loaded, written here from the protocol's definition, on either grid
-(tenths, the full protocol; fifths, an image's default)."""
+(tenths, the full protocol; fifths; quarters, an image's default)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +16,8 @@ from rollout_core.inputs.continuous import scoring_model
 
 METHODS = ("rollout", "attention", "gradient")
 SEEDS = 2
-GRIDS = {"tenths": [i / 10 for i in range(11)], "fifths": [i / 5 for i in range(6)]}
+GRIDS = {"tenths": [i / 10 for i in range(11)], "fifths": [i / 5 for i in range(6)],
+         "quarters": [i / 4 for i in range(5)]}
 
 
 def _trapezoid(values: list[float], grid: list[float]) -> float:
@@ -142,12 +143,12 @@ def test_batched_evaluation_on_default_text_equals_the_loop_where_the_prediction
     assert flips  # the accuracy curves are not constant here, so they are compared too
 
 
-@pytest.mark.parametrize("grid", [None, "tenths"])
+@pytest.mark.parametrize("grid", [None, "fifths", "tenths"])
 def test_batched_image_evaluation_equals_a_one_input_at_a_time_loop(tiny_handle, grid):
     handle = tiny_handle("vit")
     image = np.random.default_rng(3).integers(0, 256, (32, 32, 3), dtype=np.uint8)
     result = evaluate_input(handle, image, METHODS, seeds=SEEDS, grid=grid)
-    assert result.grid == (grid or "fifths")  # an image's default: fifths; the full protocol when asked
+    assert result.grid == (grid or "quarters")  # an image's default: quarters; the others when asked
     pixels = handle.processor(images=image, return_tensors="pt")["pixel_values"]
     size = handle.config.patch_size
     cols = pixels.shape[-1] // size

@@ -1,6 +1,6 @@
 """Issues 17 and 29's protocol: on one input the agreement references run only when asked, on a data set integrated
 gradients are an image's reference only when asked, one random ordering per input by default, an image's curves in
-fifths by default (text's and every data set's in tenths, the recorded tables' full protocol), and asking for the
+quarters by default (text's and every data set's in tenths, the recorded tables' full protocol), and asking for the
 old protocol (both references, 3 seeds, tenths) gives its numbers, rebuilt here from the building blocks
 (explanations, references, curves, measures) as the protocol defines them."""
 from __future__ import annotations
@@ -73,13 +73,13 @@ def test_one_random_ordering_per_input_by_default(tiny_handle) -> None:  # noqa:
     assert set(curve.unique()) <= {0.0, 1.0}  # one ordering: accuracy points, not a mean of several
 
 
-def test_one_image_is_read_in_fifths_a_sentence_and_a_data_set_in_tenths(tiny_handle, tmp_path) -> None:  # noqa: ANN001
+def test_one_image_is_read_in_quarters_a_sentence_and_a_data_set_in_tenths(tiny_handle, tmp_path) -> None:  # noqa: ANN001
     image = evaluate_input(tiny_handle("vit"), _image(), ["rollout"])
     sentence = evaluate_input(tiny_handle("bert"), "the movie was not good", ["rollout"])
-    assert (image.grid, sentence.grid) == ("fifths", "tenths")
+    assert (image.grid, sentence.grid) == ("quarters", "tenths")
     fractions = image.curves.query("method == 'rollout'").groupby("curve")["fraction"].apply(list).to_dict()
-    assert fractions == {"deletion": [0, 0.2, 0.4, 0.6, 0.8, 1], "insertion": [0, 0.2, 0.4, 0.6, 0.8, 1],
-                         "positive": [0, 0.2, 0.4, 0.6, 0.8], "negative": [0, 0.2, 0.4, 0.6, 0.8]}
+    assert fractions == {"deletion": [0, 0.25, 0.5, 0.75, 1], "insertion": [0, 0.25, 0.5, 0.75, 1],
+                         "positive": [0, 0.25, 0.5, 0.75], "negative": [0, 0.25, 0.5, 0.75]}
     full = evaluate_input(tiny_handle("vit"), _image(), ["rollout"], grid="tenths")
     assert full.scored > image.scored and len(full.curves) == 2 * (11 + 11 + 10 + 10)  # rollout and random
     folder = tmp_path / "images" / "circle"
@@ -95,9 +95,9 @@ def test_one_image_is_read_in_fifths_a_sentence_and_a_data_set_in_tenths(tiny_ha
         evaluate_dataset(tiny_handle("vit"), folder.parent, ["rollout"], grid=5)
 
 
-@pytest.mark.parametrize("grid", ["tenths", "fifths"])
+@pytest.mark.parametrize("grid", ["tenths", "quarters"])
 def test_asking_for_the_old_protocol_gives_its_numbers(tiny_handle, grid) -> None:  # noqa: ANN001
-    """Both references and 3 seeds (on the old grid, tenths, and on fifths): each measure as the protocol defines it,
+    """Both references and 3 seeds (on the old grid, tenths, and on quarters): each measure as the protocol defines it,
     from the parts, on example index 0."""
     handle, image, seeds = tiny_handle("vit"), _image(), 3
     result = evaluate_input(handle, image, METHODS, references=("gxi", "ig"), seeds=seeds, grid=grid)

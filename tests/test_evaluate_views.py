@@ -150,9 +150,9 @@ def test_evaluate_page_runs_on_an_uploaded_image(tiny_model_dir: Callable[[str],
     # issue 29: one input's references are computed only when their boxes are ticked, and the page says what ran
     assert "not computed" in _frame_cells(at) and any("not asked for" in c for c in texts(at.caption))
     assert any(c.startswith("Ran: ") and "no attention-free reference" in c and "1 random ordering" in c
-               and "curves read at fifths (0, 0.2, …, 1; Chefer's to 0.8), not the full protocol's tenths" in c
+               and "curves read at quarters (0, 0.25, …, 1; Chefer's to 0.75), not the full protocol's tenths" in c
                for c in texts(at.caption))
-    assert "×100: 0–80 (accuracy over 0–0.8 removed)" in _frame_cells(at)
+    assert "×100: 0–75 (accuracy over 0–0.75 removed)" in _frame_cells(at)
     at.checkbox(key="one_gxi_image").check()
     at.checkbox(key="one_ig_image").check()
     at.number_input(key="seeds").set_value(3).run()

@@ -147,6 +147,22 @@ def test_fifths_grid_by_hand_with_its_areas_a_trapezoid_on_the_same_points():
     assert curves.auc["negative"] == pytest.approx(100 * (0.6 + 0.1))
 
 
+def test_quarters_by_hand():
+    weights = [float(v) for v in range(8, 0, -1)]  # 8 removable positions: a quarter is 2 of them
+    scorer = LinearScorer(weights, bias=18.0)
+    curves = perturbation_curves(scorer, torch.tensor(weights), torch.ones(8, dtype=torch.bool), target=1, label=1,
+                                 grid=GRIDS["quarters"])
+    assert curves.fractions["deletion"] == [0, 0.25, 0.5, 0.75, 1] and curves.fractions["positive"] == [0, 0.25, 0.5,
+                                                                                                      0.75]
+    deletion = [1 / (1 + np.exp(-(r - 18))) for r in (36, 21, 10, 3, 0)]  # the top 0, 2, 4, 6, 8 removed
+    assert np.allclose(curves.values["deletion"], deletion)
+    assert curves.auc["deletion"] == pytest.approx(sum(0.25 * (deletion[i] + deletion[i + 1]) / 2 for i in range(4)))
+    # positive: 36, 21 above 18, then 10, 3; negative (the smallest removed first): 36, 33, 26 above, then 15
+    assert curves.values["positive"] == [1, 1, 0, 0] and curves.values["negative"] == [1, 1, 1, 0]
+    assert curves.auc["positive"] == pytest.approx(100 * (0.25 + 0.125))
+    assert curves.auc["negative"] == pytest.approx(100 * (0.5 + 0.125))
+
+
 def test_fifths_are_every_other_point_of_tenths():
     weights = torch.tensor([0.0, 3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 0])  # 10 removable: fifths are whole tenths
     removable = torch.tensor([False] + [True] * 10 + [False])
@@ -156,7 +172,7 @@ def test_fifths_are_every_other_point_of_tenths():
     for name in fifths.values:
         assert fifths.values[name] == pytest.approx(tenths.values[name][::2], abs=1e-15), name
     assert GRIDS["tenths"].curve == CURVE_FRACTIONS and GRIDS["tenths"].chefer == CHEFER_FRACTIONS
-    assert [g.rows for g in GRIDS.values()] == [18, 8]
+    assert [g.rows for g in GRIDS.values()] == [18, 8, 6]
     with pytest.raises(InputError, match="tenths, fifths"):
         named_grid("thirds")
 

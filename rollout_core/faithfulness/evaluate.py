@@ -8,9 +8,9 @@ both on text and gradient x input alone on images, where integrated gradients co
 reference not computed leaves its spearman column NaN, listed in `not_computed`). The `random` row is the mean over
 `seeds` random orderings per input (default 1: over a data set it is still a mean over every example's own
 ordering), so every number can be read against chance. The curves are read on a grid of fractions (`GRIDS`): a data
-set on the full protocol's tenths (`FULL_GRID`, the recorded tables'), one input on its modality's `INPUT_GRID` (text
-tenths, images fifths: half the perturbed inputs), unless `grid=` asks for another. The references themselves can be
-added as methods ("grad_x_input", "integrated_gradients") to see what an attention-free method scores.
+set on the full protocol's tenths (`FULL_GRID`, the recorded tables'), one input on its modality's `INPUT_GRID`
+(text tenths, images quarters: a third of the perturbed inputs), unless `grid=` asks for another. The references
+themselves can be added as methods ("grad_x_input", "integrated_gradients") to see what an attention-free method scores.
 
 Parts: `measures` (names, columns, one vector's measures), `item` (one input), `datasets` (models,
 methods, data sets). Measures (arrows: which direction is better):
@@ -143,8 +143,8 @@ def evaluate_input(
     what a removed position becomes (`BASELINES` of the modality); None: the first of them with which removing
     everything takes the prediction near chance (`InputEvaluation.baseline` says which, `notes` why). `grid`: the
     fractions the curves are read at, a name of `GRIDS` ("tenths": the full protocol of the data sets and the
-    recorded tables; "fifths": half the perturbed inputs); None: the modality's `INPUT_GRID` (text tenths, images
-    fifths).
+    recorded tables; "fifths", "quarters": fewer perturbed inputs); None: the modality's `INPUT_GRID` (text tenths,
+    images quarters).
     """
     handle = load_handle(model)
     grid = INPUT_GRID[handle.modality] if grid is None else named_grid(grid).name

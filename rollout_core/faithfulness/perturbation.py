@@ -7,12 +7,12 @@ False = replaced by the baseline) to class probabilities (S, C). The model side 
   first), so the same scores always give the same curve. Only `removable` positions are ever
   perturbed: special tokens ([CLS], [SEP], registers) are always kept.
 - Deletion: remove the top fraction f of the removable positions, f on the grid (`GRIDS`: tenths 0, 0.1, ..., 1,
-  the full protocol; fifths 0, 0.2, ..., 1, about half the perturbed inputs), and track the probability of the
+  the full protocol; fifths 0, 0.2, ..., 1; quarters 0, 0.25, ..., 1), and track the probability of the
   target class (the originally predicted one); lower area = more faithful.
 - Insertion: start from everything removed and put the top fraction f back; higher area = better.
 - Chefer protocol: positive perturbation (remove most important first) and negative perturbation
   (least important first) at the grid's fractions up to 0.9 (tenths: 0 (unperturbed), 0.1, ..., 0.9; fifths:
-  0, 0.2, ..., 0.8); the metric is accuracy w.r.t. the
+  0, 0.2, ..., 0.8; quarters: 0, 0.25, 0.5, 0.75); the metric is accuracy w.r.t. the
   label (the original prediction when there is none); AUC by the trapezoid rule over f, x 100.
   Positive: lower is better; negative: higher is better. Averaged over a data set, the mean of the
   per-example AUCs equals the AUC of the mean accuracy curve (the AUC is linear), as in the paper.
@@ -43,7 +43,7 @@ class Grid:
     (Chefer) at those up to `CHEFER_END`. Each ordering adds 2 * (steps - 1) distinct perturbed inputs (the negative
     curve's masks are insertion's, the positive's deletion's)."""
 
-    name: str  # "tenths", "fifths": the word the API, the CLI and the page use
+    name: str  # "tenths", "fifths", "quarters": the word the API, the CLI and the page use
     steps: int
 
     @property
@@ -67,7 +67,7 @@ class Grid:
                 f"Chefer's to {self.chefer[-1]:g})")
 
 
-GRIDS = {g.name: g for g in (Grid("tenths", 10), Grid("fifths", 5))}
+GRIDS = {g.name: g for g in (Grid("tenths", 10), Grid("fifths", 5), Grid("quarters", 4))}
 """The grids a caller can ask for, by name."""
 FULL_GRID = "tenths"
 """The full protocol: data sets and the recorded tables always use it, so their figures stay comparable."""
