@@ -1,5 +1,5 @@
-"""Issues 17 and 29: the batched evaluation (perturbed inputs in batches on the scoring copy of the model, shared between
-methods, the prediction taken from the first explanation) gives the numbers of a naive loop that scores one
+"""Issues 17 and 29: the batched evaluation (perturbed inputs in batches on the scoring copy of the model, shared
+between methods, the prediction taken from the first explanation) gives the numbers of a naive loop that scores one
 perturbed input at a time on the model as loaded, written here from the protocol's definition, on either grid
 (tenths, the full protocol; fifths; quarters, an image's default)."""
 from __future__ import annotations

@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 import streamlit as st
 from streamlit.proto.BackMsg_pb2 import BackMsg
 from streamlit.proto.ClientState_pb2 import ClientState

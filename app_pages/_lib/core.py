@@ -258,9 +258,9 @@ def evaluate_input(name: str, allow_pickle: bool, source: str | bytes, methods: 
                    options: Options, references: tuple[str, ...], progress: Any = None, seeds: int = 1,
                    explanations: dict[str, Any] | None = None, grid: str | None = None) -> Any:
     """`rollout_core.faithfulness.evaluate.evaluate_input` within the budget, cached on model, input, methods,
-    settings, agreement references, random orderings and grid (None: the modality's default) (`progress(done, total, what)` is told how far a run is;
-    `explanations`: the page's own explanations of this input with these options, not made again; neither is part
-    of the cache key)."""
+    settings, agreement references, random orderings and grid (None: the modality's default). `progress(done,
+    total, what)` is told how far a run is; `explanations`: the page's own explanations of this input with these
+    options, not made again; neither is part of the cache key."""
     from rollout_core.faithfulness import evaluate
 
     handle = load(name, allow_pickle)

@@ -7,7 +7,8 @@ over the real tokens.
 
 Most distances are 1e-9..1e-4: changes below the rounding of a float32 block's outputs. So each layer is re-run
 as a float64 copy of its block (the model's own code), `chunk` zeroed copies of one sequence at a time with the
-original as the last copy, and two exact shortcuts keep it cheaper than a float32 re-run of the whole block:
+original as the last copy, and two exact shortcuts keep its cost near a float32 re-run of the whole block (below
+it from a few dozen tokens on, above it on short texts: a float64 copy per layer; benchmarks/RESULTS.md):
 - attention is not recomputed: zeroing v_j leaves the attention weights alone and takes alpha^h_ij v^h_j
   (times W_O^h when the attention module ends with its output projection) from every output i, so a copy's
   attention output is the original's minus that change;
