@@ -323,6 +323,11 @@ def _summary(e: Any) -> list[str]:
     return textwrap.wrap(summarize(e), width=110, initial_indent="summary: ", subsequent_indent="  ")
 
 
+def _value(value: float, signed: bool) -> str:
+    """A shown value: with its sign for signed methods (evidence for +, against -)."""
+    return f"{value:+.4f}" if signed else f"{value:.4f}"
+
+
 def _signed_legend(e: Any, unit: str) -> str:
     return (f"signed: each {unit}'s share of the total size of the evidence; right of | for "
             f"{e.target!r}, left (▒) against it")
@@ -349,8 +354,7 @@ def render_text(e: Any, tokens: bool = False) -> str:
         merged = word_scores(e)
         names, scores = [w for w, *_ in merged], [float(s) for *_, s in merged]
     width = min(24, max((len(repr(t)) for t in names), default=5))
-    number = "{:+.4f}" if e.signed else "{:.4f}"
-    rows = [f"{repr(t)[:width]:<{width}}  {bar}  {number.format(s)}"
+    rows = [f"{repr(t)[:width]:<{width}}  {bar}  {_value(s, e.signed)}"
             for t, s, bar in zip(names, scores, _bars(scores, e.signed))]
     legend = [_signed_legend(e, "token" if tokens else "word")] if e.signed else []
     return "\n".join(_header(e) + [""] + legend + rows + [""] + _summary(e))
@@ -374,8 +378,7 @@ def render_image(e: Any) -> str:
         groups = {"strongest patches:": [int(i) for i in flat.argsort()[::-1][:10]]}
     listed = [i for order in groups.values() for i in order]
     bars = dict(zip(listed, _bars([float(flat[i]) for i in listed], e.signed, positions=flat.size)))
-    number = "{:+.4f}" if e.signed else "{:.4f}"
     best = [line for heading, order in groups.items() if order
-            for line in [heading] + [f"{f'patch {i // cols},{i % cols}':<12} {bars[i]}  {number.format(float(flat[i]))}"
+            for line in [heading] + [f"{f'patch {i // cols},{i % cols}':<12} {bars[i]}  {_value(flat[i], e.signed)}"
                                      for i in order]]
     return "\n".join(_header(e) + [title] + rows + [""] + best + [""] + _summary(e))

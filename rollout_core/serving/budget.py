@@ -113,9 +113,9 @@ def before_run(handles: tuple[Any, ...], sizes: tuple[tuple[int, int], ...], met
     works = [workload(h, None, method, start_layer, end_layer, full_matrix=full_matrix, sized=sized)
              for h, sized in zip(handles, sizes)]
     each, limit = [estimate_seconds(method, w) for w in works], max_seconds()
-    sizes = " and ".join(dict.fromkeys(_size_words(w) for w in works))
+    described = " and ".join(dict.fromkeys(_size_words(w) for w in works))
     over = f", over this server's limit of {in_words(limit)}: it would be refused" if max(each) > limit else ""
-    return f"Estimated {in_words(sum(each))} on this input ({sizes}){over}."
+    return f"Estimated {in_words(sum(each))} on this input ({described}){over}."
 
 
 def check(method: str, workload: Workload, *, limit: float | None = None, choices: tuple[str, ...] | None = None
