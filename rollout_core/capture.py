@@ -36,6 +36,7 @@ class Captured:
     decoder_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, m)
     cross_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, n)
     input_gradients: torch.Tensor | None = None  # (B, n, d) d score / d hidden_states[0], with gradients + states
+    stacked: torch.Tensor | None = None  # (L, B, 1, n, n) heads fused in the forward pass: `attentions` are its layers
 
 
 def run(
@@ -62,8 +63,12 @@ def run(
     seq2seq = getattr(model.config, "is_encoder_decoder", False)
     attentions = outputs.encoder_attentions if seq2seq else outputs.attentions
     n = _sequence_length(inputs, attentions)
-    attentions = check_attentions(attentions, num_layers, n, "self-attention")
-    captured = Captured(attentions=attentions, outputs=outputs, logits=getattr(outputs, "logits", None))
+    stacked = None if seq2seq or grad or head_fusion is None else _stacked(attentions)
+    if stacked is not None:  # one tensor: the checks and the maths read it at once, not layer by layer
+        attentions = outputs.attentions = stacked.unbind(0)
+    attentions = check_attentions(attentions, num_layers, n, "self-attention", stacked)
+    captured = Captured(attentions=attentions, outputs=outputs, logits=getattr(outputs, "logits", None),
+                        stacked=stacked)
     if seq2seq:
         m = inputs["decoder_input_ids"].shape[-1]
         layers = len(outputs.decoder_attentions or ())
@@ -192,10 +197,24 @@ def _sequence_length(inputs: Mapping[str, Any], attentions: Sequence[torch.Tenso
     return -1
 
 
+def _stacked(attentions: Sequence[torch.Tensor | None] | None) -> torch.Tensor | None:
+    """The layers' head-fused attentions, (B, 1, n, n) each, as one (L, B, 1, n, n) tensor; None when they are not
+    all such tensors of one shape and dtype (a model whose attention modules were not fused, a failed layer)."""
+    if not attentions or any(not isinstance(a, torch.Tensor) for a in attentions):
+        return None
+    first = attentions[0]
+    if first.dim() != 4 or first.shape[1] != 1 or any(a.shape != first.shape or a.dtype != first.dtype
+                                                       for a in attentions):
+        return None
+    return torch.stack(tuple(attentions))
+
+
 def check_attentions(
-    attentions: Sequence[torch.Tensor | None] | None, num_layers: int, n: int | tuple[int, int], what: str
+    attentions: Sequence[torch.Tensor | None] | None, num_layers: int, n: int | tuple[int, int], what: str,
+    stacked: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
-    """Every layer returned a finite (B, H, q, k) tensor; a clear error otherwise."""
+    """Every layer returned a finite (B, H, q, k) tensor; a clear error otherwise. `stacked`: the layers as one
+    tensor (`Captured.stacked`), whose per-layer sums are one call."""
     if not attentions or all(a is None for a in attentions):
         raise UnsupportedModelError(
             f"the model returned no {what} weights (fused attention such as SDPA or flash attention does not "
@@ -211,7 +230,7 @@ def check_attentions(
             raise UnsupportedModelError(
                 f"layer {layer} returned {what} weights of shape {tuple(att.shape)}, expected (batch, heads, {q}, {k})"
             )
-    layer = _first_non_finite(attentions)
+    layer = _first_non_finite(attentions, stacked)
     if layer is not None:
         raise UnsupportedModelError(
             f"the model produced NaN or infinite {what} weights in layer {layer}: its weights or this input "
@@ -220,12 +239,15 @@ def check_attentions(
     return tuple(attentions)
 
 
-def _first_non_finite(layers: Sequence[torch.Tensor]) -> int | None:
+def _first_non_finite(layers: Sequence[torch.Tensor], stacked: torch.Tensor | None = None) -> int | None:
     """The first layer holding NaN or infinity, or None: one sum per layer and one test of them all decide when
     every layer is finite (NaN and infinity make a sum so); the element-wise test runs only when a sum is not (or
-    overflowed)."""
-    totals = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
-                          for a in layers])
+    overflowed). `stacked` (floating point, the layers stacked): the sums in one call."""
+    if stacked is not None and stacked.is_floating_point():
+        totals = stacked.flatten(1).sum(1, dtype=compute_dtype(stacked.dtype))
+    else:
+        totals = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
+                              for a in layers])
     if bool(torch.isfinite(totals).all()):
         return None
     return next((layer for layer, a in enumerate(layers) if not bool(torch.isfinite(a).all())), None)

@@ -13,6 +13,7 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
+from rollout_core.options import HEAD_FUSIONS
 from rollout_core.maths.row_step import clean_rows, residual_normalise_
 
 Attentions = Sequence[torch.Tensor] | torch.Tensor
@@ -46,9 +47,13 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
     return layers
 
 
-def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype) -> torch.Tensor:
+def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype,
+                stacked: torch.Tensor | None = None) -> torch.Tensor:
     """Every layer's heads fused in `dtype`, stacked: (L, B, n, n), a tensor of its own (the steps after it run
-    in place)."""
+    in place). `stacked`: the same layers as one (L, B, 1, n, n) tensor (heads fused in the forward pass,
+    `capture.Captured.stacked`): one copy of it (fusing one head is the identity)."""
+    if stacked is not None and stacked.dim() == 5 and stacked.shape[2] == 1 and head_fusion in HEAD_FUSIONS:
+        return stacked.squeeze(2).to(dtype=dtype, copy=True)
     return torch.stack([fuse_heads(a if a.dtype == dtype else a.to(dtype), head_fusion) for a in layers])
 
 
@@ -309,8 +314,8 @@ def chain_rows(weights: torch.Tensor, layers: torch.Tensor, *, all_layers: bool 
             vector = torch.bmm(vector, augmented)
         return vector
     # rows t*k:(t+1)*k will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
-    # (narrow, copy_ and one unbind: the same products as slicing, with less per-call overhead on short inputs)
-    vectors = weights.repeat(1, count, 1)
+    # (cat, narrow, copy_ and one unbind: the same products as repeat and slicing, less per-call overhead)
+    vectors = torch.cat([weights] * count, dim=1)
     per_layer = layers.unbind(0)
     for l in range(count - 1, -1, -1):
         carried = vectors.narrow(1, l * k, (count - l) * k)
@@ -328,7 +333,7 @@ def fused_layers(
     negatives 0, padded rows and columns 0; rows not renormalised (a max or min over heads does not sum to 1)."""
     layers = as_layers(attentions)
     dtype = compute_dtype(layers[0].dtype)
-    fused = fused_stack(layers, head_fusion, dtype)
+    fused = fused_stack(layers, head_fusion, dtype, attentions if isinstance(attentions, torch.Tensor) else None)
     _, batch, n, _ = fused.shape
     real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
     fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)

@@ -28,7 +28,7 @@ def residual_normalise_(
     diagonal = values.diagonal(offset=first_row, dim1=-2, dim2=-1)
     diagonal.add_(float(residual_weight) if rows_real is None else float(residual_weight) * rows_real)
     row_sums = values.sum(dim=-1, keepdim=True)
-    empty = row_sums[..., 0] <= 0
+    empty = row_sums.squeeze(-1) <= 0
     if rows_real is not None:
         empty &= rows_real > 0
     if bool(empty.any()):  # keep the token itself rather than divide by zero

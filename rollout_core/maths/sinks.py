@@ -43,7 +43,8 @@ def received_attention(attentions: Attentions, attention_mask: torch.Tensor | No
     attention of real query rows; padded positions get 0."""
     layers = as_layers(attentions)
     dtype = compute_dtype(layers[0].dtype)
-    fused = fused_stack(layers, head_fusion, dtype).clamp_min_(0)
+    stacked = attentions if isinstance(attentions, torch.Tensor) else None
+    fused = fused_stack(layers, head_fusion, dtype, stacked).clamp_min_(0)
     _, batch, n, _ = fused.shape
     real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
     if padding_only(real) is not None:

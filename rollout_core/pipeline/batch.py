@@ -101,7 +101,8 @@ def _full_batch(
     head: Head, targets: list[Any], opts: Options, pooled: torch.Tensor, pooling: str,
 ) -> BatchResult:
     """The full capture (`capture.run`): every layer's attention, the method computed from it."""
-    mask = real.long() if "attention_mask" in inputs else None
+    # the real-token mask, None when nothing is padded (MethodInput.mask): the maths skip every masked step then
+    mask = real.long() if "attention_mask" in inputs and not bool(real.all()) else None
     found: dict[str, HeadResult] = {}
     method = methods.get(opts.method)
 
@@ -124,7 +125,8 @@ def _full_batch(
                                                       target_index=result.classes))
     layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
         atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
-    sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
+    sinks = find_sinks(atts if captured.stacked is None else captured.stacked, value_norms.norms, mask,
+                       head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
