@@ -70,4 +70,5 @@ def config_temperature(config: Any) -> float | None:
 def calibrated_probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """softmax(logits / temperature) over the last axis, in float32 or wider: the probabilities a calibrated
     single-label classifier reports (its arg-max, the predicted class, is the logits' own)."""
-    return torch.softmax(logits.detach().float() / temperature, dim=-1)
+    logits = logits.detach() if logits.requires_grad else logits
+    return torch.softmax((logits if logits.dtype == torch.float32 else logits.float()) / temperature, dim=-1)

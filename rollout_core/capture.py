@@ -136,7 +136,8 @@ def _fusing_hook(index: int) -> Callable[..., Any]:
         probs = output[at]
         if not isinstance(probs, torch.Tensor) or probs.dim() != 4 or probs.shape[1] == 1:
             return None
-        fused = fuse_heads(probs.to(compute_dtype(probs.dtype)), how).unsqueeze(1)
+        dtype = compute_dtype(probs.dtype)  # converted only when it is not the compute dtype already
+        fused = fuse_heads(probs if probs.dtype == dtype else probs.to(dtype), how, keepdim=True)
         return output[:at] + (fused,) + output[at + 1:]
 
     return hook

@@ -186,14 +186,16 @@ def _augmented_layers(
 
 
 def _augment_stack_(fused: torch.Tensor, residual_weight: float, discard_ratio: float,
-                    attention_mask: torch.Tensor | None) -> torch.Tensor:
+                    attention_mask: torch.Tensor | None, cleaned: bool = False) -> torch.Tensor:
     """augment_layer on every matrix of a contiguous (L, B, n, n) stack in the compute dtype, in place (one
-    batched call: few large ops instead of many small ones)."""
+    batched call: few large ops instead of many small ones); `cleaned`: as `augment_layers`."""
     count, batch, n, _ = fused.shape
     real = None if attention_mask is None else padding_only(
         real_token_mask(attention_mask, batch, n, fused.device, fused.dtype))
     mask = None if real is None else real.repeat(count, 1)
-    values = clean_rows(fused.view(count * batch, n, n), mask, 0, fused.dtype, copy=False)
+    values = fused.view(count * batch, n, n)
+    if not cleaned:
+        values = clean_rows(values, mask, 0, fused.dtype, copy=False)
     return _augment_(values, residual_weight, discard_ratio, mask).view(count, batch, n, n)
 
 
@@ -273,18 +275,20 @@ def augment_layers(
     discard_ratio: float = 0.0,
     attention_mask: torch.Tensor | None = None,
     in_place: bool = False,
+    cleaned: bool = False,
 ) -> torch.Tensor:
     """Ã of every layer of a stack of one-matrix-per-layer maps (L, B, n, n) (head-fused attention as
     `fused_layers` gives it, or a contribution method's matrices): what attention_rollout multiplies, with the
     same discard, residual and padding rules (`augment_layer`). A new tensor, or `maps` itself with `in_place`
-    (when it is contiguous and in the compute dtype already)."""
+    (when it is contiguous and in the compute dtype already). `cleaned`: `maps` are cleaned as `fused_layers`
+    cleans (no NaN, infinity or negative; padded rows and columns 0), which is then not done again."""
     if maps.dim() != 4 or maps.shape[-1] != maps.shape[-2]:
         raise InputError(f"layer maps must be (layers, batch, n, n), got shape {tuple(maps.shape)}")
     _check_options(residual_weight, discard_ratio)
     dtype = compute_dtype(maps.dtype)
     owned = in_place and maps.dtype == dtype and maps.is_contiguous()
     values = maps if owned else maps.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
-    return _augment_stack_(values, residual_weight, discard_ratio, attention_mask)
+    return _augment_stack_(values, residual_weight, discard_ratio, attention_mask, cleaned)
 
 
 def multiplied_(layers: torch.Tensor, *, all_layers: bool = False) -> torch.Tensor:
@@ -335,7 +339,8 @@ def fused_layers(
     dtype = compute_dtype(layers[0].dtype)
     fused = fused_stack(layers, head_fusion, dtype, attentions if isinstance(attentions, torch.Tensor) else None)
     _, batch, n, _ = fused.shape
-    real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
+    real = None if attention_mask is None else padding_only(real_token_mask(attention_mask, batch, n, fused.device,
+                                                                             dtype))
     fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
     if real is not None:
         fused.mul_(real[:, :, None] * real[:, None, :])

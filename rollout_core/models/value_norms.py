@@ -35,7 +35,8 @@ class ValueNorms:
         pass showed in a short text's explanation time)."""
         if not (self.supported and self.layers):
             return None
-        values = torch.stack(self.layers).float()
+        values = torch.stack(self.layers)
+        values = values if values.dtype == torch.float32 else values.float()
         layers, batch, n, hidden = values.shape
         per_head = values.view(layers, batch, n, self.heads, hidden // self.heads)
         return torch.linalg.vector_norm(per_head, dim=-1).mean(-1)

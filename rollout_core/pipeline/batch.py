@@ -46,7 +46,7 @@ class BatchResult:
         """Explanation fields of sample b, cropped to its first n positions (right padding). A rolled-out final
         matrix is `Deferred`: computed from the sample's per-layer maps when the Explanation's `matrix` is read."""
         def np_(t: torch.Tensor | None) -> np.ndarray | None:
-            return None if t is None else t.detach().to("cpu", torch.float64).numpy()
+            return None if t is None else (t.detach() if t.requires_grad else t).to("cpu", torch.float64).numpy()
         layers = self.layer_scores.shape[0]
         layer_attention = np.zeros((layers, 0, n)) if self.layer_attention is None else np_(
             self.layer_attention[:, b, :n, :n])
@@ -130,7 +130,7 @@ def _full_batch(
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
-        layer_attention_scores=weighted_rows(w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention_scores=weighted_rows(w, layer_att), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )

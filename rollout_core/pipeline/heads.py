@@ -40,7 +40,9 @@ Head = Callable[[Any, torch.Tensor, list[Any]], HeadResult]
 
 def _tops(probs: torch.Tensor, names: Callable[[int], str]) -> list[list[Prediction]]:
     """Each row's top predictions, (B, C) probabilities: one topk and one conversion for the batch."""
-    values, indices = probs.detach().float().topk(min(TOP_K, probs.shape[-1]), dim=-1)
+    probs = probs.detach() if probs.requires_grad else probs
+    values, indices = (probs if probs.dtype == torch.float32 else probs.float()).topk(min(TOP_K, probs.shape[-1]),
+                                                                                       dim=-1)
     return [[Prediction(names(int(i)), float(v), int(i)) for v, i in zip(row_values, row_indices)]
             for row_values, row_indices in zip(values.tolist(), indices.tolist())]
 
