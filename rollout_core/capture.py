@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -241,14 +242,14 @@ def check_attentions(
 
 
 def _first_non_finite(layers: Sequence[torch.Tensor], stacked: torch.Tensor | None = None) -> int | None:
-    """The first layer holding NaN or infinity, or None: one sum per layer and one test of them all decide when
-    every layer is finite (NaN and infinity make a sum so); the element-wise test runs only when a sum is not (or
-    overflowed). `stacked` (floating point, the layers stacked): the sums in one call."""
+    """The first layer holding NaN or infinity, or None: one sum decides when every layer is finite (NaN and
+    infinity make a sum so); the element-wise test runs only when the sum is not (or overflowed). `stacked`
+    (floating point, the layers stacked): that sum in one call; else the sum of the per-layer sums."""
     if stacked is not None and stacked.is_floating_point():
-        totals = stacked.flatten(1).sum(1, dtype=compute_dtype(stacked.dtype))
+        total = stacked.sum(dtype=compute_dtype(stacked.dtype))
     else:
-        totals = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
-                              for a in layers])
-    if bool(torch.isfinite(totals).all()):
+        total = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
+                             for a in layers]).sum()
+    if math.isfinite(float(total)):
         return None
     return next((layer for layer, a in enumerate(layers) if not bool(torch.isfinite(a).all())), None)

@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from rollout_core.errors import InputError
@@ -132,7 +133,7 @@ def pad_batch(encoded: list[EncodedText], pad_id: int) -> dict[str, torch.Tensor
     n = max(len(e.input_ids) for e in encoded)
 
     def padded(rows: list[list[int]], fill: int) -> torch.Tensor:
-        return torch.tensor([list(r) + [fill] * (n - len(r)) for r in rows], dtype=torch.long)
+        return torch.from_numpy(np.array([list(r) + [fill] * (n - len(r)) for r in rows], dtype=np.int64))
 
     out = {"input_ids": padded([e.input_ids for e in encoded], int(pad_id)),
            "attention_mask": padded([[1] * len(e.input_ids) for e in encoded], 0)}

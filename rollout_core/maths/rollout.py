@@ -47,14 +47,22 @@ def as_layers(attentions: Attentions) -> list[torch.Tensor]:
     return layers
 
 
-def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype,
-                stacked: torch.Tensor | None = None) -> torch.Tensor:
+def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.dtype) -> torch.Tensor:
     """Every layer's heads fused in `dtype`, stacked: (L, B, n, n), a tensor of its own (the steps after it run
-    in place). `stacked`: the same layers as one (L, B, 1, n, n) tensor (heads fused in the forward pass,
-    `capture.Captured.stacked`): one copy of it (fusing one head is the identity)."""
-    if stacked is not None and stacked.dim() == 5 and stacked.shape[2] == 1 and head_fusion in HEAD_FUSIONS:
-        return stacked.squeeze(2).to(dtype=dtype, copy=True)
+    in place)."""
     return torch.stack([fuse_heads(a if a.dtype == dtype else a.to(dtype), head_fusion) for a in layers])
+
+
+def fused_copy(attentions: Attentions, head_fusion: str) -> torch.Tensor:
+    """`fused_stack` of `attentions` (checked as `as_layers` checks them) in the compute dtype. A (L, B, 1, n, n)
+    tensor (heads fused in the forward pass and stacked, `capture.Captured.stacked`) is copied in one call (fusing
+    one head is the identity), not taken apart layer by layer."""
+    if (isinstance(attentions, torch.Tensor) and attentions.dim() == 5 and attentions.shape[0] > 0
+            and attentions.shape[2] == 1 and attentions.shape[-1] == attentions.shape[-2]
+            and head_fusion in HEAD_FUSIONS):
+        return attentions.squeeze(2).to(dtype=compute_dtype(attentions.dtype), copy=True)
+    layers = as_layers(attentions)
+    return fused_stack(layers, head_fusion, compute_dtype(layers[0].dtype))
 
 
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
@@ -317,13 +325,12 @@ def chain_rows(weights: torch.Tensor, layers: torch.Tensor, *, all_layers: bool 
         for augmented in reversed(layers):
             vector = torch.bmm(vector, augmented)
         return vector
-    # rows t*k:(t+1)*k will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
-    # (cat, narrow, copy_ and one unbind: the same products as repeat and slicing, less per-call overhead)
-    vectors = torch.cat([weights] * count, dim=1)
+    # rows t*k:(t+1)*k hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l: the new
+    # rows v (top l) joined before the ones carried down (the same products, one cat and one bmm a layer)
     per_layer = layers.unbind(0)
-    for l in range(count - 1, -1, -1):
-        carried = vectors.narrow(1, l * k, (count - l) * k)
-        carried.copy_(torch.bmm(carried, per_layer[l]))
+    vectors = torch.bmm(weights, per_layer[-1])
+    for l in range(count - 2, -1, -1):
+        vectors = torch.bmm(torch.cat((weights, vectors), dim=1), per_layer[l])
     return vectors.view(batch, count, k, n).transpose(0, 1)
 
 
@@ -335,9 +342,8 @@ def fused_layers(
 ) -> torch.Tensor:
     """Head-fused attention of every layer, (L, B, n, n), cleaned as rollout reads it: NaN, infinities and
     negatives 0, padded rows and columns 0; rows not renormalised (a max or min over heads does not sum to 1)."""
-    layers = as_layers(attentions)
-    dtype = compute_dtype(layers[0].dtype)
-    fused = fused_stack(layers, head_fusion, dtype, attentions if isinstance(attentions, torch.Tensor) else None)
+    fused = fused_copy(attentions, head_fusion)
+    dtype = fused.dtype
     _, batch, n, _ = fused.shape
     real = None if attention_mask is None else padding_only(real_token_mask(attention_mask, batch, n, fused.device,
                                                                              dtype))

@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, compute_dtype, fused_stack
+from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, fused_copy
 from rollout_core.maths.rollout import padding_only, real_token_mask
 
 DEFAULT_RATIO = 5.0
@@ -41,10 +41,8 @@ def received_attention(attentions: Attentions, attention_mask: torch.Tensor | No
                        head_fusion: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
     """(received over uniform (L, B, n), share of all attention per column (L, B, n)) from the head-fused
     attention of real query rows; padded positions get 0."""
-    layers = as_layers(attentions)
-    dtype = compute_dtype(layers[0].dtype)
-    stacked = attentions if isinstance(attentions, torch.Tensor) else None
-    fused = fused_stack(layers, head_fusion, dtype, stacked).clamp_min_(0)
+    fused = fused_copy(attentions, head_fusion).clamp_min_(0)
+    dtype = fused.dtype
     _, batch, n, _ = fused.shape
     real = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype)
     if real is not None and padding_only(real) is not None:

@@ -69,8 +69,9 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
         logits = logits_of(outputs)
         probs = torch.sigmoid(logits) if multi_label else torch.softmax(logits.float(), dim=-1)
         chosen = [_class_index(t, labels) for t in targets]
-        index = [p if c is None else c for p, c in zip(probs.argmax(-1).tolist(), chosen)]
-        classes = torch.tensor(index, device=logits.device)
+        predicted = probs.argmax(-1)
+        index = [p if c is None else c for p, c in zip(predicted.tolist(), chosen)]
+        classes = predicted if all(c is None for c in chosen) else torch.tensor(index, device=logits.device)
         shown = probs if temperature is None else calibrated_probabilities(logits, temperature)
         return HeadResult(
             predictions=_tops(shown, lambda i: labels[i]),
