@@ -3,10 +3,10 @@
 A sink in layer l of sample b is a real token j whose received attention (column mean over the real
 query rows of the head-fused attention, so uniform attention gives 1/n_real) is at least `ratio`
 times uniform; when value norms are known (mean over heads of ||v_j||), it must also have a value
-norm below `value_factor` x that layer's median. The defaults (ratio 5, value_factor 0.5) were
-measured on the default models (see docs / the branch report): DINOv2-small layer 1's sink patch
-receives ~30-45x uniform on shapes and photos, while the next patch is below 3x; BERT's [SEP] and '.'
-receive 4-12x uniform in the middle layers. Sink value norms there are below half the median.
+norm below `value_factor` x that layer's median. The defaults (ratio 5, value_factor 0.5) separate
+the sinks of the default models from the rest: DINOv2-small layer 1's sink patch receives ~30-45x
+uniform on shapes and photos while the next patch is below 3x; BERT's [SEP] and '.' receive 4-12x
+uniform in the middle layers; sink value norms there are below half the median.
 
 `sink_free_rollout` drops sink columns layer by layer: their incoming attention is removed and each
 row renormalised over the remaining real tokens (the sink keeps its own residual, so every Ã stays
