@@ -20,7 +20,8 @@ through /proc/self/clear_refs), extra peak RSS = VmHWM - VmRSS before the call; 
 MALLOC_* is set in the environment (printed).
 
 Run: flock /tmp/bench.lock python benchmarks/bench_explain_path.py [--rounds 15] [--no-memory | --memory-only]
-[--bert-base] (--bert-base: peak memory also on a BERT-base-shaped random classifier at 1024 tokens.)
+[--bert-base] [--tokens 32 ...] [--no-image] (--tokens / --no-image: which inputs the timings take, e.g. many rounds of
+one size.) (--bert-base: peak memory also on a BERT-base-shaped random classifier at 1024 tokens.)
 """
 from __future__ import annotations
 
@@ -103,16 +104,16 @@ def _maths_alone(attentions: Any) -> Any:
     return attention_rollout(attentions, all_layers=True)
 
 
-def _cases(quick: bool) -> list[tuple[str, Any, Any]]:
-    """(label, handle, item) for every size of default-text and for default-image."""
+def _cases(sizes: tuple[int, ...] = SIZES, image: bool = True) -> list[tuple[str, Any, Any]]:
+    """(label, handle, item) for each size of default-text and for default-image (unless `image` is False)."""
     import rollout_core
 
     cases = []
     text = rollout_core.load_model("default-text")
-    for tokens in SIZES[:2] if quick else SIZES:
+    for tokens in sizes:
         cases.append((f"default-text, {tokens} tokens", text, _text_of(text.processor, tokens)))
-    image = rollout_core.load_model("default-image")
-    cases.append(("default-image, 257 tokens", image, _image()))
+    if image:
+        cases.append(("default-image, 257 tokens", rollout_core.load_model("default-image"), _image()))
     return cases
 
 
@@ -124,7 +125,7 @@ def _least_ms(samples: list[float]) -> float:
     return min(samples) * 1000
 
 
-def _timings(rounds: int, quick: bool) -> None:
+def _timings(rounds: int, sizes: tuple[int, ...], image: bool) -> None:
     import numpy as np
     import torch
 
@@ -133,7 +134,7 @@ def _timings(rounds: int, quick: bool) -> None:
     wall: list[str] = []
     cpu_rows: list[str] = []
     cpu_least: list[str] = []
-    for label, handle, item in _cases(quick):
+    for label, handle, item in _cases(sizes, image):
         with torch.no_grad():
             attentions = handle.model(**_model_inputs(handle, item), output_attentions=True).attentions
         ways: dict[str, Callable[[], Any]] = {
@@ -215,7 +216,7 @@ def _measure_peak(way: str, case: str) -> None:
         handle = rollout_core.load_model(case)
         label, item = f"BERT-base shape, {BERT_BASE_TOKENS} tokens", _text_of(handle.processor, BERT_BASE_TOKENS)
     else:
-        label, handle, item = _cases(False)[int(case)]
+        label, handle, item = _cases()[int(case)]
     call = {"explain": _explain, "naive": _naive, "forward": _forward}[way]
     small = _text_of(handle.processor, 8) if handle.modality == "text" else item
     call(handle, small)  # lazy imports and first-call allocations
@@ -265,6 +266,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds per input (median taken)")
     parser.add_argument("--quick", action="store_true", help="32 and 128 tokens and the image only, 5 rounds")
+    parser.add_argument("--tokens", type=int, nargs="+", default=list(SIZES), metavar="N",
+                        help=f"default-text sizes of the timings (default {' '.join(map(str, SIZES))})")
+    parser.add_argument("--no-image", action="store_true", help="timings without default-image")
     parser.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     parser.add_argument("--memory-only", action="store_true", help="only the peak-memory subprocesses")
     parser.add_argument("--bert-base", action="store_true",
@@ -285,7 +289,8 @@ def main() -> None:
           "'rollout'); naive = processor + output_attentions=True + vit-explain's per-layer loop; maths = "
           "attention_rollout(all_layers=True) on captured attentions; medians of interleaved rounds")
     if not args.memory_only:
-        _timings(5 if args.quick else args.rounds, args.quick)
+        sizes = SIZES[:2] if args.quick else tuple(args.tokens)
+        _timings(5 if args.quick else args.rounds, sizes, not args.no_image)
     if not args.no_memory:
         _memory(args.bert_base)
     print("load average at the end: " + " ".join(Path("/proc/loadavg").read_text().split()[:3]))
