@@ -3,8 +3,8 @@
 A temperature T divides the logits before the softmax; it keeps every prediction (the arg-max) and only
 changes how confident the probabilities are. `fit_temperature` picks T by minimising the negative
 log-likelihood on held-out logits; a built model folder may store it in its config as
-`CONFIG_KEY` (default-text does, see rollout_core.build.text_model), and `calibrated_head` applies it to
-the probabilities a head reports.
+`CONFIG_KEY` (default-text does, see rollout_core.build.text_model), and `calibrated_probabilities` gives
+the probabilities a head reports with it (pipeline.heads.classifier_head).
 """
 from __future__ import annotations
 
@@ -67,23 +67,8 @@ def config_temperature(config: Any) -> float | None:
     return float(value)
 
 
-def calibrated_head(head: Any, temperature: float | None, labels: Sequence[str]) -> Any:
-    """`head` (a single-label classifier head over `labels`) with its reported probabilities computed from
-    softmax(logits / temperature); the explained class and the score for gradients are unchanged."""
-    if temperature is None:
-        return head
-    from dataclasses import replace
-
-    from rollout_core.explanation_data import Prediction
-
-    def calibrated(outputs: Any, real: torch.Tensor, targets: list[Any]) -> Any:
-        result = head(outputs, real, targets)
-        probs = torch.softmax(outputs.logits.detach().float() / temperature, dim=-1)
-        predictions = []
-        for row, shown in zip(probs, result.predictions):
-            values, indices = row.topk(len(shown))
-            predictions.append([Prediction(labels[int(i)], float(v), int(i))
-                                for v, i in zip(values.tolist(), indices.tolist())])
-        return replace(result, predictions=predictions)
-
-    return calibrated
+def calibrated_probabilities(logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """softmax(logits / temperature) over the last axis, in float32 or wider: the probabilities a calibrated
+    single-label classifier reports (its arg-max, the predicted class, is the logits' own)."""
+    logits = logits.detach() if logits.requires_grad else logits
+    return torch.softmax((logits if logits.dtype == torch.float32 else logits.float()) / temperature, dim=-1)

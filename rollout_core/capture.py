@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import math
 import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -36,6 +37,7 @@ class Captured:
     decoder_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, m)
     cross_attentions: tuple[torch.Tensor, ...] | None = None  # seq2seq: L_dec x (B, H, m, n)
     input_gradients: torch.Tensor | None = None  # (B, n, d) d score / d hidden_states[0], with gradients + states
+    stacked: torch.Tensor | None = None  # (L, B, 1, n, n) heads fused in the forward pass: `attentions` are its layers
 
 
 def run(
@@ -62,8 +64,12 @@ def run(
     seq2seq = getattr(model.config, "is_encoder_decoder", False)
     attentions = outputs.encoder_attentions if seq2seq else outputs.attentions
     n = _sequence_length(inputs, attentions)
-    attentions = check_attentions(attentions, num_layers, n, "self-attention")
-    captured = Captured(attentions=attentions, outputs=outputs, logits=getattr(outputs, "logits", None))
+    stacked = None if seq2seq or grad or head_fusion is None else _stacked(attentions)
+    if stacked is not None:  # one tensor: the checks and the maths read it at once, not layer by layer
+        attentions = outputs.attentions = stacked.unbind(0)
+    attentions = check_attentions(attentions, num_layers, n, "self-attention", stacked)
+    captured = Captured(attentions=attentions, outputs=outputs, logits=getattr(outputs, "logits", None),
+                        stacked=stacked)
     if seq2seq:
         m = inputs["decoder_input_ids"].shape[-1]
         layers = len(outputs.decoder_attentions or ())
@@ -131,7 +137,8 @@ def _fusing_hook(index: int) -> Callable[..., Any]:
         probs = output[at]
         if not isinstance(probs, torch.Tensor) or probs.dim() != 4 or probs.shape[1] == 1:
             return None
-        fused = fuse_heads(probs.to(compute_dtype(probs.dtype)), how).unsqueeze(1)
+        dtype = compute_dtype(probs.dtype)  # converted only when it is not the compute dtype already
+        fused = fuse_heads(probs if probs.dtype == dtype else probs.to(dtype), how, keepdim=True)
         return output[:at] + (fused,) + output[at + 1:]
 
     return hook
@@ -192,10 +199,24 @@ def _sequence_length(inputs: Mapping[str, Any], attentions: Sequence[torch.Tenso
     return -1
 
 
+def _stacked(attentions: Sequence[torch.Tensor | None] | None) -> torch.Tensor | None:
+    """The layers' head-fused attentions, (B, 1, n, n) each, as one (L, B, 1, n, n) tensor; None when they are not
+    all such tensors of one shape and dtype (a model whose attention modules were not fused, a failed layer)."""
+    if not attentions or any(not isinstance(a, torch.Tensor) for a in attentions):
+        return None
+    first = attentions[0]
+    if first.dim() != 4 or first.shape[1] != 1 or any(a.shape != first.shape or a.dtype != first.dtype
+                                                       for a in attentions):
+        return None
+    return torch.stack(tuple(attentions))
+
+
 def check_attentions(
-    attentions: Sequence[torch.Tensor | None] | None, num_layers: int, n: int | tuple[int, int], what: str
+    attentions: Sequence[torch.Tensor | None] | None, num_layers: int, n: int | tuple[int, int], what: str,
+    stacked: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, ...]:
-    """Every layer returned a finite (B, H, q, k) tensor; a clear error otherwise."""
+    """Every layer returned a finite (B, H, q, k) tensor; a clear error otherwise. `stacked`: the layers as one
+    tensor (`Captured.stacked`), whose per-layer sums are one call."""
     if not attentions or all(a is None for a in attentions):
         raise UnsupportedModelError(
             f"the model returned no {what} weights (fused attention such as SDPA or flash attention does not "
@@ -211,7 +232,7 @@ def check_attentions(
             raise UnsupportedModelError(
                 f"layer {layer} returned {what} weights of shape {tuple(att.shape)}, expected (batch, heads, {q}, {k})"
             )
-    layer = _first_non_finite(attentions)
+    layer = _first_non_finite(attentions, stacked)
     if layer is not None:
         raise UnsupportedModelError(
             f"the model produced NaN or infinite {what} weights in layer {layer}: its weights or this input "
@@ -220,12 +241,15 @@ def check_attentions(
     return tuple(attentions)
 
 
-def _first_non_finite(layers: Sequence[torch.Tensor]) -> int | None:
-    """The first layer holding NaN or infinity, or None: one sum per layer and one test of them all decide when
-    every layer is finite (NaN and infinity make a sum so); the element-wise test runs only when a sum is not (or
-    overflowed)."""
-    totals = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
-                          for a in layers])
-    if bool(torch.isfinite(totals).all()):
+def _first_non_finite(layers: Sequence[torch.Tensor], stacked: torch.Tensor | None = None) -> int | None:
+    """The first layer holding NaN or infinity, or None: one sum decides when every layer is finite (NaN and
+    infinity make a sum so); the element-wise test runs only when the sum is not (or overflowed). `stacked`
+    (floating point, the layers stacked): that sum in one call; else the sum of the per-layer sums."""
+    if stacked is not None and stacked.is_floating_point():
+        total = stacked.sum(dtype=compute_dtype(stacked.dtype))
+    else:
+        total = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
+                             for a in layers]).sum()
+    if math.isfinite(float(total)):
         return None
     return next((layer for layer, a in enumerate(layers) if not bool(torch.isfinite(a).all())), None)

@@ -25,7 +25,7 @@ from typing import Any, Iterator, Sequence, Union
 import torch
 
 from rollout_core import methods
-from rollout_core.calibration import calibrated_head, config_temperature
+from rollout_core.calibration import config_temperature
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
 from rollout_core.inputs.text import EncodedText, encode_texts, model_max_length, normalise_text, pad_batch
@@ -292,10 +292,7 @@ def _prepare_texts(
     targets = _per_item_targets(target, len(texts))
     zero_shot = labels is not None
     opts, note = _options(handle, opts, zero_shot)
-    head = text_head(handle, labels)
-    if labels is None and handle.task == "text-classification" and handle.labels and (
-            getattr(handle.config, "problem_type", None) != "multi_label_classification"):
-        head = calibrated_head(head, config_temperature(handle.config), handle.labels)
+    head = text_head(handle, labels, None if zero_shot or not handle.labels else config_temperature(handle.config))
     limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
                              SPECS["max_length"].check(max_length))
     encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)

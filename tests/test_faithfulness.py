@@ -15,7 +15,7 @@ from rollout_core.maths.attribution import completeness_gap
 from rollout_core.maths.ranks import spearman
 from rollout_core.methods import grad_x_input, integrated_gradients
 from rollout_core.faithfulness.perturbation import (
-    CHEFER_FRACTIONS, CURVE_FRACTIONS, GRIDS, importance_order, keep_masks, named_grid, perturbation_curves,
+    FULL_GRID, GRIDS, importance_order, keep_masks, named_grid, perturbation_curves,
     perturbation_curves_many, trapezoid_auc)
 from rollout_core.inputs.continuous import PreparedInput, prepare_image, prepare_text
 
@@ -41,7 +41,7 @@ class LinearScorer:
 def test_trapezoid_auc_hand_numbers():
     assert trapezoid_auc([0, 0.5, 1], [1, 0.5, 0]) == pytest.approx(0.5)
     assert trapezoid_auc([0, 1, 3], [2, 4, 0]) == pytest.approx(3 + 4)
-    assert trapezoid_auc(list(CHEFER_FRACTIONS), [1.0] * 10) == pytest.approx(0.9)
+    assert trapezoid_auc(list(GRIDS[FULL_GRID].chefer), [1.0] * 10) == pytest.approx(0.9)
     with pytest.raises(ValueError):
         trapezoid_auc([0, 1], [1, 2, 3])
 
@@ -103,7 +103,7 @@ def test_deletion_curve_values_by_hand_and_insertion_mirrors_deletion():
     curves = perturbation_curves(scorer, torch.tensor(weights), removable, target=1)
     remaining = [55 - sum(weights[:k]) for k in range(11)]
     expected = [1 / (1 + np.exp(-(r - 27.5))) for r in remaining]
-    assert curves.fractions["deletion"] == list(CURVE_FRACTIONS)
+    assert curves.fractions["deletion"] == [i / 10 for i in range(11)]
     assert np.allclose(curves.values["deletion"], expected)
     # inserting the top f == deleting the bottom 1 - f (exact when f * m is whole)
     reverse = perturbation_curves(scorer, -torch.tensor(weights), removable, target=1)
@@ -171,7 +171,7 @@ def test_fifths_are_every_other_point_of_tenths():
     fifths = perturbation_curves(scorer, weights, removable, target=1, grid=GRIDS["fifths"])
     for name in fifths.values:
         assert fifths.values[name] == pytest.approx(tenths.values[name][::2], abs=1e-15), name
-    assert GRIDS["tenths"].curve == CURVE_FRACTIONS and GRIDS["tenths"].chefer == CHEFER_FRACTIONS
+    assert FULL_GRID == "tenths"
     assert [g.rows for g in GRIDS.values()] == [18, 8, 6]
     with pytest.raises(InputError, match="tenths, fifths"):
         named_grid("thirds")

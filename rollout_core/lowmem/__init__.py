@@ -68,7 +68,7 @@ def estimate_full_capture_bytes(
     num_layers: int, num_heads: int, n: int, batch: int = 1, dtype: torch.dtype = torch.float32
 ) -> int:
     """Bytes that `output_attentions=True` keeps alive: one (batch, heads, n, n) tensor per layer."""
-    itemsize = torch.empty((), dtype=dtype).element_size()
+    itemsize = dtype.itemsize
     return int(num_layers) * int(num_heads) * int(batch) * int(n) * int(n) * itemsize
 
 

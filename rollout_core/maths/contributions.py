@@ -100,7 +100,7 @@ def _alti_layer(acc: LayerAccess, x: torch.Tensor, attn_in: torch.Tensor, probs:
     y = d.scale * torch.einsum("bhij,bhjd->bid", a, d.heads) + d.own + d.bias  # (B, n, d)
     batch, heads, n, dim = d.heads.shape
     # both bmm operands made contiguous: with B = 1 the reshapes are views whose batch stride is 1, a layout on which
-    # bmm is ~30x slower (ALTI on a 257-patch image was dominated by it)
+    # bmm is many times slower (benchmarks/bench_alti_blocks.py)
     by_input = d.heads.permute(0, 2, 1, 3).reshape(batch * n, heads, dim).contiguous()  # (B n, H, d)
     # c_ij = ||y_i||_1 - ||y_i - T_i(x_j)||_1 is a small difference of two large sums: taken in float64 (in float32
     # it moved default-image's per-layer maps by 5.5e-5 against a float64 run of the model)

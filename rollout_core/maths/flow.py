@@ -7,13 +7,13 @@ output row is then normalised to sum to 1.
 
 The rollout paper's code calls networkx's edmonds_karp once per (output, input) pair in Python. Here one graph per
 explained row is built once and its n problems, one per input token, are solved on it by Dinic's algorithm in
-compiled code (maths.maxflow); scipy's `maximum_flow`, used before, rebuilt its residual graph on each call and
-was 5-15x slower per row (benchmarks/RESULTS.md). The graph holds only what a row's problems can use: layer 0 is
-one source slot whose n out-edges are rewritten per input token (the other layer-0 nodes have no in-edges, so
-their out-edges carry nothing), and the top layer keeps only the edges into the explained output (or, for a
-pooled readout, into the pooled outputs and from them into a super-sink): (L-2)·n² + 2n edges instead of
-(L-1)·n² + n. No per-source trick shares more work between input tokens: max flows from several sources do not
-add up (a super-source gives their joint maximum, not each share).
+compiled code (maths.maxflow), which keeps its residual graph between the problems of a row (scipy's
+`maximum_flow` rebuilds it on each call; benchmarks/RESULTS.md compares them). The graph holds only what a row's
+problems can use: layer 0 is one source slot whose n out-edges are rewritten per input token (the other layer-0
+nodes have no in-edges, so their out-edges carry nothing), and the top layer keeps only the edges into the
+explained output (or, for a pooled readout, into the pooled outputs and from them into a super-sink): (L-2)·n² + 2n
+edges instead of (L-1)·n² + n. No per-source trick shares more work between input tokens: max flows from several
+sources do not add up (a super-source gives their joint maximum, not each share).
 
 Integer capacities (exact arithmetic, so the solver ends): each capacity is scaled by SCALE = 2^40 and rounded to
 int64, so it is off by at most 0.5/SCALE. No overflow: a capacity is at most SCALE, and a flow value is at most the

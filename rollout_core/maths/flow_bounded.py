@@ -24,20 +24,16 @@ from rollout_core.errors import InputError
 from rollout_core.maths.flow import ProgressCallback, attention_flow, flow_rows, row_graph
 from rollout_core.maths.rollout import Attentions
 
-# Seconds per max-flow problem per graph edge of maths.maxflow's solver on this machine's 2 shared cores at load 2
-# (bench_flow_row.py, 2026-12-04 05:10 UTC): 0.9e-8 on default-text's real attention (128 tokens; 0.5e-8 at 512),
-# 0.3e-8 on synthetic 128-token text, 0.2e-8 on diffuse 197 x 12 (every solve there stops at a trivial cut,
-# maths.maxflow) and on default-image's exact pooled row: there the estimate runs high. The first flow of a process
-# adds ~1 s (numba loads its kernel).
+# Seconds per max-flow problem per graph edge of maths.maxflow's solver on a 2-core CPU (fitted by
+# benchmarks/bench_flow_row.py, figures in benchmarks/RESULTS.md). Real attention runs near it; diffuse attention, where
+# every solve stops at a trivial cut (maths.maxflow), runs faster, so there the estimate runs high.
 SECONDS_PER_EDGE = 1.0e-8
 DEFAULT_EPS = 0.2
-"""Pruned share of each row's mass. On default-image (DINOv2, pooled readout) 2.5x faster than exact with a
-bound of 0 (0.12 s vs 0.30 s, least of 3); 0.3 gives bound 7.5e-2 and was slower (0.17 s), 0.4 makes the bound
-vacuous (benchmarks/RESULTS.md)."""
+"""Pruned share of each row's mass: the largest that keeps default-image's bound at 0 and still saves time; larger
+shares loosen the bound without a gain, and 0.4 makes it vacuous (benchmarks/RESULTS.md, the bounded-flow tables)."""
 PRUNED_EDGE_SHARE = 0.2
 """Share of the pruned layers' edges that pruning at DEFAULT_EPS keeps, for cost estimates: 4-21% per layer (mean 13%)
-on default-image's attention. Diffuse attention keeps more (a synthetic 197-token case ran only 1.2x faster than
-exact), so there the estimate runs low."""
+on default-image's attention. Diffuse attention keeps more, so there the estimate runs low."""
 
 
 @dataclass

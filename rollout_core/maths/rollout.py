@@ -13,6 +13,7 @@ import torch
 
 from rollout_core.errors import InputError
 from rollout_core.maths.fusion import fuse_heads
+from rollout_core.options import HEAD_FUSIONS
 from rollout_core.maths.row_step import clean_rows, residual_normalise_
 
 Attentions = Sequence[torch.Tensor] | torch.Tensor
@@ -50,6 +51,18 @@ def fused_stack(layers: Sequence[torch.Tensor], head_fusion: str, dtype: torch.d
     """Every layer's heads fused in `dtype`, stacked: (L, B, n, n), a tensor of its own (the steps after it run
     in place)."""
     return torch.stack([fuse_heads(a if a.dtype == dtype else a.to(dtype), head_fusion) for a in layers])
+
+
+def fused_copy(attentions: Attentions, head_fusion: str) -> torch.Tensor:
+    """`fused_stack` of `attentions` (checked as `as_layers` checks them) in the compute dtype. A (L, B, 1, n, n)
+    tensor (heads fused in the forward pass and stacked, `capture.Captured.stacked`) is copied in one call (fusing
+    one head is the identity), not taken apart layer by layer."""
+    if (isinstance(attentions, torch.Tensor) and attentions.dim() == 5 and attentions.shape[0] > 0
+            and attentions.shape[2] == 1 and attentions.shape[-1] == attentions.shape[-2]
+            and head_fusion in HEAD_FUSIONS):
+        return attentions.squeeze(2).to(dtype=compute_dtype(attentions.dtype), copy=True)
+    layers = as_layers(attentions)
+    return fused_stack(layers, head_fusion, compute_dtype(layers[0].dtype))
 
 
 def layer_range(num_layers: int, start_layer: int, end_layer: int | None) -> range:
@@ -181,14 +194,16 @@ def _augmented_layers(
 
 
 def _augment_stack_(fused: torch.Tensor, residual_weight: float, discard_ratio: float,
-                    attention_mask: torch.Tensor | None) -> torch.Tensor:
+                    attention_mask: torch.Tensor | None, cleaned: bool = False) -> torch.Tensor:
     """augment_layer on every matrix of a contiguous (L, B, n, n) stack in the compute dtype, in place (one
-    batched call: few large ops instead of many small ones)."""
+    batched call: few large ops instead of many small ones); `cleaned`: as `augment_layers`."""
     count, batch, n, _ = fused.shape
     real = None if attention_mask is None else padding_only(
         real_token_mask(attention_mask, batch, n, fused.device, fused.dtype))
     mask = None if real is None else real.repeat(count, 1)
-    values = clean_rows(fused.view(count * batch, n, n), mask, 0, fused.dtype, copy=False)
+    values = fused.view(count * batch, n, n)
+    if not cleaned:
+        values = clean_rows(values, mask, 0, fused.dtype, copy=False)
     return _augment_(values, residual_weight, discard_ratio, mask).view(count, batch, n, n)
 
 
@@ -268,18 +283,20 @@ def augment_layers(
     discard_ratio: float = 0.0,
     attention_mask: torch.Tensor | None = None,
     in_place: bool = False,
+    cleaned: bool = False,
 ) -> torch.Tensor:
     """Ã of every layer of a stack of one-matrix-per-layer maps (L, B, n, n) (head-fused attention as
     `fused_layers` gives it, or a contribution method's matrices): what attention_rollout multiplies, with the
     same discard, residual and padding rules (`augment_layer`). A new tensor, or `maps` itself with `in_place`
-    (when it is contiguous and in the compute dtype already)."""
+    (when it is contiguous and in the compute dtype already). `cleaned`: `maps` are cleaned as `fused_layers`
+    cleans (no NaN, infinity or negative; padded rows and columns 0), which is then not done again."""
     if maps.dim() != 4 or maps.shape[-1] != maps.shape[-2]:
         raise InputError(f"layer maps must be (layers, batch, n, n), got shape {tuple(maps.shape)}")
     _check_options(residual_weight, discard_ratio)
     dtype = compute_dtype(maps.dtype)
     owned = in_place and maps.dtype == dtype and maps.is_contiguous()
     values = maps if owned else maps.to(dtype=dtype, memory_format=torch.contiguous_format, copy=True)
-    return _augment_stack_(values, residual_weight, discard_ratio, attention_mask)
+    return _augment_stack_(values, residual_weight, discard_ratio, attention_mask, cleaned)
 
 
 def multiplied_(layers: torch.Tensor, *, all_layers: bool = False) -> torch.Tensor:
@@ -308,10 +325,12 @@ def chain_rows(weights: torch.Tensor, layers: torch.Tensor, *, all_layers: bool 
         for augmented in reversed(layers):
             vector = torch.bmm(vector, augmented)
         return vector
-    # rows t*k:(t+1)*k will hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l
-    vectors = weights.repeat(1, count, 1)
-    for l in range(count - 1, -1, -1):
-        vectors[:, l * k:] = torch.bmm(vectors[:, l * k:], layers[l])
+    # rows t*k:(t+1)*k hold v·R_t; at layer l every vector whose top is at or above l passes through Ã_l: the new
+    # rows v (top l) joined before the ones carried down (the same products, one cat and one bmm a layer)
+    per_layer = layers.unbind(0)
+    vectors = torch.bmm(weights, per_layer[-1])
+    for l in range(count - 2, -1, -1):
+        vectors = torch.bmm(torch.cat((weights, vectors), dim=1), per_layer[l])
     return vectors.view(batch, count, k, n).transpose(0, 1)
 
 
@@ -323,11 +342,11 @@ def fused_layers(
 ) -> torch.Tensor:
     """Head-fused attention of every layer, (L, B, n, n), cleaned as rollout reads it: NaN, infinities and
     negatives 0, padded rows and columns 0; rows not renormalised (a max or min over heads does not sum to 1)."""
-    layers = as_layers(attentions)
-    dtype = compute_dtype(layers[0].dtype)
-    fused = fused_stack(layers, head_fusion, dtype)
+    fused = fused_copy(attentions, head_fusion)
+    dtype = fused.dtype
     _, batch, n, _ = fused.shape
-    real = padding_only(real_token_mask(attention_mask, batch, n, fused.device, dtype))
+    real = None if attention_mask is None else padding_only(real_token_mask(attention_mask, batch, n, fused.device,
+                                                                             dtype))
     fused.nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0).clamp_min_(0.0)
     if real is not None:
         fused.mul_(real[:, :, None] * real[:, None, :])

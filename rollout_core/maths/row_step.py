@@ -28,7 +28,9 @@ def residual_normalise_(
     diagonal = values.diagonal(offset=first_row, dim1=-2, dim2=-1)
     diagonal.add_(float(residual_weight) if rows_real is None else float(residual_weight) * rows_real)
     row_sums = values.sum(dim=-1, keepdim=True)
-    empty = row_sums[..., 0] <= 0
+    if rows_real is None and row_sums.numel() and float(row_sums.min()) > 0:  # the common case, one reduction
+        return values.div_(row_sums.clamp_min(torch.finfo(values.dtype).tiny))
+    empty = row_sums.squeeze(-1) <= 0
     if rows_real is not None:
         empty &= rows_real > 0
     if bool(empty.any()):  # keep the token itself rather than divide by zero

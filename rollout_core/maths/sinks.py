@@ -3,10 +3,10 @@
 A sink in layer l of sample b is a real token j whose received attention (column mean over the real
 query rows of the head-fused attention, so uniform attention gives 1/n_real) is at least `ratio`
 times uniform; when value norms are known (mean over heads of ||v_j||), it must also have a value
-norm below `value_factor` x that layer's median. The defaults (ratio 5, value_factor 0.5) were
-measured on the default models (see docs / the branch report): DINOv2-small layer 1's sink patch
-receives ~30-45x uniform on shapes and photos, while the next patch is below 3x; BERT's [SEP] and '.'
-receive 4-12x uniform in the middle layers. Sink value norms there are below half the median.
+norm below `value_factor` x that layer's median. The defaults (ratio 5, value_factor 0.5) separate
+the sinks of the default models from the rest: DINOv2-small layer 1's sink patch receives ~30-45x
+uniform on shapes and photos while the next patch is below 3x; BERT's [SEP] and '.' receive 4-12x
+uniform in the middle layers; sink value norms there are below half the median.
 
 `sink_free_rollout` drops sink columns layer by layer: their incoming attention is removed and each
 row renormalised over the remaining real tokens (the sink keeps its own residual, so every Ã stays
@@ -20,7 +20,7 @@ from typing import Sequence
 import torch
 
 from rollout_core.errors import InputError
-from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, compute_dtype, fused_stack
+from rollout_core.maths.rollout import Attentions, as_layers, attention_rollout, fused_copy
 from rollout_core.maths.rollout import padding_only, real_token_mask
 
 DEFAULT_RATIO = 5.0
@@ -41,16 +41,15 @@ def received_attention(attentions: Attentions, attention_mask: torch.Tensor | No
                        head_fusion: str = "mean") -> tuple[torch.Tensor, torch.Tensor]:
     """(received over uniform (L, B, n), share of all attention per column (L, B, n)) from the head-fused
     attention of real query rows; padded positions get 0."""
-    layers = as_layers(attentions)
-    dtype = compute_dtype(layers[0].dtype)
-    fused = fused_stack(layers, head_fusion, dtype).clamp_min_(0)
+    fused = fused_copy(attentions, head_fusion).clamp_min_(0)
+    dtype = fused.dtype
     _, batch, n, _ = fused.shape
-    real = real_token_mask(attention_mask, batch, n, fused.device, dtype)
-    if padding_only(real) is not None:
+    real = None if attention_mask is None else real_token_mask(attention_mask, batch, n, fused.device, dtype)
+    if real is not None and padding_only(real) is not None:
         fused.mul_(real[None, :, :, None]).mul_(real[None, :, None, :])
     column = fused.sum(-2)
     share = column / column.sum(-1, keepdim=True).clamp_min(torch.finfo(dtype).tiny)
-    return share * real.sum(-1)[None, :, None], share
+    return (share * n if real is None else share * real.sum(-1)[None, :, None]), share  # n real tokens each
 
 
 def find_sinks(
@@ -83,8 +82,10 @@ def find_sinks(
             raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, "
                              f"got {tuple(value_norms.shape)}")
         norms = value_norms.to(device=over.device, dtype=over.dtype)
-        real = real_token_mask(attention_mask, over.shape[1], over.shape[2], over.device, torch.bool).bool()
-        masked = norms.masked_fill(~real[None], float("nan"))
+        masked = norms  # padded positions out of the median
+        if attention_mask is not None:
+            real = real_token_mask(attention_mask, over.shape[1], over.shape[2], over.device, torch.bool).bool()
+            masked = norms.masked_fill(~real[None], float("nan"))
         median = masked.nanmedian(dim=-1, keepdim=True).values
         sinks &= norms < value_factor * median
     return SinkReport(sinks=sinks, share=(share * sinks).sum(-1), received=over)

@@ -58,19 +58,21 @@ def rolled_out(maps: "torch.Tensor", method_input: MethodInput, *, residual_weig
     augmented like attention in rollout (discard, + residual_weight * I, rows renormalised) and multiplied. Only
     the explained rows after each layer are computed here (`chain_rows`: vector-matrix products); the final n x n
     product is left to whoever asks for it (`MethodOutput.rolled_out`). `maps` are the per-layer view, or with
-    `renormalise_view` (head-fused attention: a max or min over heads does not sum to 1) their rows renormalised,
-    and `maps` becomes the augmented stack. Discarding ranks entries across a whole matrix, which the renormalised
-    view rebuilds only to rounding: that product is computed here."""
+    `renormalise_view` (head-fused attention as `fused_layers` cleaned it: not cleaned again; a max or min over
+    heads does not sum to 1) their rows renormalised, and `maps` becomes the augmented stack. Discarding ranks
+    entries across a whole matrix, which the renormalised view rebuilds only to rounding: that product is
+    computed here."""
     import torch
 
     from rollout_core.maths.rollout import augment_layers, chain_rows, compute_dtype, multiplied_
 
     o = method_input.options
-    maps = maps.to(compute_dtype(maps.dtype))
+    dtype = compute_dtype(maps.dtype)
+    maps = maps if maps.dtype == dtype else maps.to(dtype)
     sums = maps.sum(dim=-1) if renormalise_view else None
     view = maps if sums is None else maps / sums.clamp_min(torch.finfo(maps.dtype).tiny).unsqueeze(-1)
     augmented = augment_layers(maps, residual_weight=residual_weight, discard_ratio=o.discard_ratio,
-                               attention_mask=method_input.mask, in_place=renormalise_view)
+                               attention_mask=method_input.mask, in_place=renormalise_view, cleaned=renormalise_view)
     w = method_input.weights.to(augmented.dtype)
     rows = chain_rows(w[:, None], augmented, all_layers=True)[:, :, 0]
     if sums is not None and o.discard_ratio > 0:

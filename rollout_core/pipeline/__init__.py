@@ -12,4 +12,4 @@ import torch
 
 def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
     """Every tensor of a tokenizer batch moved to `device`."""
-    return {k: v.to(device) for k, v in batch.items()}
+    return {k: v if v.device == device else v.to(device) for k, v in batch.items()}

@@ -46,7 +46,7 @@ class BatchResult:
         """Explanation fields of sample b, cropped to its first n positions (right padding). A rolled-out final
         matrix is `Deferred`: computed from the sample's per-layer maps when the Explanation's `matrix` is read."""
         def np_(t: torch.Tensor | None) -> np.ndarray | None:
-            return None if t is None else t.detach().to("cpu", torch.float64).numpy()
+            return None if t is None else (t.detach() if t.requires_grad else t).to("cpu", torch.float64).numpy()
         layers = self.layer_scores.shape[0]
         layer_attention = np.zeros((layers, 0, n)) if self.layer_attention is None else np_(
             self.layer_attention[:, b, :n, :n])
@@ -101,7 +101,8 @@ def _full_batch(
     head: Head, targets: list[Any], opts: Options, pooled: torch.Tensor, pooling: str,
 ) -> BatchResult:
     """The full capture (`capture.run`): every layer's attention, the method computed from it."""
-    mask = real.long() if "attention_mask" in inputs else None
+    # the real-token mask, None when nothing is padded (MethodInput.mask): the maths skip every masked step then
+    mask = real.long() if "attention_mask" in inputs and not bool(real.all()) else None
     found: dict[str, HeadResult] = {}
     method = methods.get(opts.method)
 
@@ -124,11 +125,12 @@ def _full_batch(
                                                       target_index=result.classes))
     layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
         atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
-    sinks = find_sinks(atts, value_norms.norms, mask, head_fusion=opts.head_fusion)
+    sinks = find_sinks(atts if captured.stacked is None else captured.stacked, value_norms.norms, mask,
+                       head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
-        layer_attention_scores=weighted_rows(w, layer_att.to(w.dtype)), matrix=out.matrix,
+        layer_attention_scores=weighted_rows(w, layer_att), matrix=out.matrix,
         layer_attention=layer_att, head_attention=torch.stack(atts[s:e]) if opts.keep_heads else None,
         method_facts=out.extras, sinks=sinks,
     )

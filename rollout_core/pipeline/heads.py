@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import torch
 
+from rollout_core.calibration import calibrated_probabilities
 from rollout_core.errors import InputError
 from rollout_core.explanation_data import Prediction
 from rollout_core.inputs.text import encode_texts, model_max_length, normalise_text, pad_batch, pad_token_id
@@ -37,9 +38,13 @@ Head = Callable[[Any, torch.Tensor, list[Any]], HeadResult]
 """(model output, real-token mask (B, n), requested targets) -> HeadResult."""
 
 
-def _top(probs: torch.Tensor, names: Callable[[int], str]) -> list[Prediction]:
-    values, indices = probs.detach().float().topk(min(TOP_K, probs.shape[-1]))
-    return [Prediction(names(int(i)), float(v), int(i)) for v, i in zip(values.tolist(), indices.tolist())]
+def _tops(probs: torch.Tensor, names: Callable[[int], str]) -> list[list[Prediction]]:
+    """Each row's top predictions, (B, C) probabilities: one topk and one conversion for the batch."""
+    probs = probs.detach() if probs.requires_grad else probs
+    values, indices = (probs if probs.dtype == torch.float32 else probs.float()).topk(min(TOP_K, probs.shape[-1]),
+                                                                                       dim=-1)
+    return [[Prediction(names(int(i)), float(v), int(i)) for v, i in zip(row_values, row_indices)]
+            for row_values, row_indices in zip(values.tolist(), indices.tolist())]
 
 
 def _class_index(target: Any, labels: Sequence[str]) -> int | None:
@@ -56,20 +61,25 @@ def _class_index(target: Any, labels: Sequence[str]) -> int | None:
     raise InputError(f"unknown target {target!r}; choose one of: {', '.join(labels)} (or an index)")
 
 
-def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callable[[Any], torch.Tensor]) -> Head:
+def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callable[[Any], torch.Tensor],
+                    temperature: float | None = None) -> Head:
+    """`temperature` (a single-label classifier's calibration, `calibration.config_temperature`): the reported
+    probabilities are `calibration.calibrated_probabilities`; the explained class and the score are not changed."""
     def head(outputs: Any, real: torch.Tensor, targets: list[Any]) -> HeadResult:
         logits = logits_of(outputs)
         probs = torch.sigmoid(logits) if multi_label else torch.softmax(logits.float(), dim=-1)
         chosen = [_class_index(t, labels) for t in targets]
-        index = [int(probs[b].argmax()) if c is None else c for b, c in enumerate(chosen)]
-        score = logits[torch.arange(len(index)), torch.tensor(index, device=logits.device)]
+        predicted = probs.argmax(-1)
+        index = [p if c is None else c for p, c in zip(predicted.tolist(), chosen)]
+        classes = predicted if all(c is None for c in chosen) else torch.tensor(index, device=logits.device)
+        shown = probs if temperature is None else calibrated_probabilities(logits, temperature)
         return HeadResult(
-            predictions=[_top(p, lambda i: labels[i]) for p in probs],
+            predictions=_tops(shown, lambda i: labels[i]),
             targets=[labels[i] for i in index],
             descriptions=[f"class {labels[i]!r}" + (" (predicted)" if c is None else "")
                           for i, c in zip(index, chosen)],
-            score=score,
-            classes=torch.tensor(index, device=logits.device),
+            score=logits[torch.arange(len(index)), classes],
+            classes=classes,
         )
     return head
 
@@ -96,7 +106,7 @@ def causal_head(tokenizer: Any) -> Head:
         weights = torch.zeros(real.shape, dtype=torch.float64, device=real.device)
         weights[rows, pos] = 1.0
         return HeadResult(
-            predictions=[_top(p, names) for p in probs],
+            predictions=_tops(probs, names),
             targets=positions,
             descriptions=[f"next token after position {p} (predicted {names(int(i))!r})"
                           for p, i in zip(positions, best)],
@@ -152,7 +162,8 @@ def _sentence_embeddings(handle: ModelHandle, texts: list[str]) -> torch.Tensor:
     return _mean_pool(hidden, inputs["attention_mask"].bool())
 
 
-def text_head(handle: ModelHandle, labels: Sequence[str] | None) -> Head:
+def text_head(handle: ModelHandle, labels: Sequence[str] | None, temperature: float | None = None) -> Head:
+    """The head of a text model; `temperature` calibrates a single-label classifier's reported probabilities."""
     if labels is not None:
         if handle.task != "sentence-encoder":
             raise InputError("zero-shot labels need a sentence encoder (for example the embedded 'minilm')")
@@ -163,7 +174,7 @@ def text_head(handle: ModelHandle, labels: Sequence[str] | None) -> Head:
         return zero_shot_head(handle, [x.strip() for x in labels])
     if handle.task == "text-classification":
         multi = getattr(handle.config, "problem_type", None) == "multi_label_classification"
-        return classifier_head(handle.labels or [], multi, lambda out: out.logits)
+        return classifier_head(handle.labels or [], multi, lambda out: out.logits, None if multi else temperature)
     if handle.task in ("causal-lm", "seq2seq"):
         return causal_head(handle.processor)
     return no_head("sentence encoder" if handle.task == "sentence-encoder" else "encoder")
