@@ -25,8 +25,8 @@ TEST = {"seed": 0, "test_sentences": 2000}
 """The generated test draw the soup is measured on: the committed model's (seed 0, 2000 sentences)."""
 
 
-def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-    """The uniform average of state dicts with the same keys and shapes, in float32."""
+def check_alike(states: list[dict[str, torch.Tensor]]) -> None:
+    """Raise ValueError unless there is at least one state dict and all have the same keys and shapes."""
     if not states:
         raise ValueError("nothing to average")
     keys = set(states[0])
@@ -36,6 +36,11 @@ def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
         for key in keys:
             if state[key].shape != states[0][key].shape:
                 raise ValueError(f"{key}: shape {tuple(state[key].shape)} != {tuple(states[0][key].shape)}")
+
+
+def average(states: list[dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
+    """The uniform average of state dicts with the same keys and shapes, in float32."""
+    check_alike(states)
     return {key: torch.stack([state[key].float() for state in states]).mean(0) for key in states[0]}
 
 
@@ -66,6 +71,7 @@ class Kitchen:
 
         self.base = base_state_dict(base_model_dir())
         self.weights = {str(run): trained_weights(run, self.base) for run in runs}
+        check_alike(list(self.weights.values()))
         self.records = {str(run): json.loads((run / SETTINGS_FILE.name).read_text()) for run in runs}
         self.model, _ = make_model({"seed": 0, "trained_layers": [], "start_from": None})
         self.tokenizer = AutoTokenizer.from_pretrained(base_model_dir())
@@ -90,7 +96,9 @@ class Kitchen:
         stored = self.stored(runs)
         longest = min(self.records[run]["metrics"]["reliability"]["trained_max_tokens"] for run in runs)
         metrics = stored_metrics(self.model, self.tokenizer, stored, TEST, longest)
-        settings = {"soup": how, "ingredients": {run: self.records[run]["settings"] for run in runs}, **TEST}
+        ingredients = {run: self.records[run]["settings"] for run in runs}
+        layers = sorted({layer for settings in ingredients.values() for layer in settings["trained_layers"]})
+        settings = {"soup": how, "trained_layers": layers, "ingredients": ingredients, **TEST}
         return stored, {"settings": settings, "metrics": {k: v for k, v in metrics.items() if k != "check"},
                         "check": metrics["check"],
                         "versions": {"torch": torch.__version__, "transformers": transformers.__version__}}
@@ -109,7 +117,10 @@ def main() -> None:
         if not (run / TRAINED_FILE.name).is_file() or not (run / SETTINGS_FILE.name).is_file():
             parser.error(f"{run}: no {TRAINED_FILE.name} and {SETTINGS_FILE.name} there")
     torch.set_num_threads(args.threads)
-    kitchen = Kitchen(args.runs)
+    try:
+        kitchen = Kitchen(args.runs)
+    except (KeyError, ValueError) as err:
+        parser.error(f"these runs cannot be averaged: {err}")
     runs = [str(run) for run in args.runs]
     alone = {run: kitchen.validation([run]) for run in runs}
     for run, score in alone.items():
