@@ -107,3 +107,30 @@ def test_the_budget_names_no_method():
         literals = {node.value for node in ast.walk(ast.parse(path.read_text()))
                     if isinstance(node, ast.Constant) and isinstance(node.value, str)}
         assert not literals & ids, (path.name, literals & ids)
+
+
+@pytest.mark.parametrize("discard", [0.0, 0.3])
+def test_rollouts_estimate_counts_the_products_its_maths_runs(discard: float):
+    """Issue 29: rollout computes its explained rows after each layer and leaves the final n x n product to its first
+    reader, except when discarding; the estimate's part beyond the forward pass is the flops torch counts in
+    rollout's compute (FlopCounterMode, a reference outside our code) at the product rate."""
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from rollout_core.capture import Captured
+    from rollout_core.methods._cost import PRODUCT_FLOPS_PER_SECOND, forward_seconds
+    from rollout_core.options import Options
+
+    n, layers = 48, 5
+    attentions = tuple(torch.softmax(torch.randn(1, 4, n, n, generator=torch.Generator().manual_seed(l)), -1)
+                       for l in range(layers))
+    weights = torch.zeros(1, n, dtype=torch.float64)
+    weights[0, 0] = 1.0
+    options = Options(method="rollout", discard_ratio=discard, start_layer=0, end_layer=layers)
+    given = methods.MethodInput(None, {}, Captured(attentions, None, None), options, None, weights, full_matrix=True)
+    with FlopCounterMode(display=False) as counter:
+        methods.compute(methods.get("rollout"), given)
+    work = Workload(tokens=n, layers=layers, model_layers=layers, heads=4, hidden=32, discard=discard > 0)
+    estimated = (methods.get("rollout").seconds(work) - forward_seconds(work)) * PRODUCT_FLOPS_PER_SECOND
+    assert estimated == pytest.approx(counter.get_total_flops(), rel=1e-9)
+    assert (estimated > n ** 3) == (discard > 0)  # without discarding, no n x n product is paid

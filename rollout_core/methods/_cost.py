@@ -34,8 +34,16 @@ def matmul_seconds(w: Workload) -> float:
 
 
 def product_seconds(w: Workload) -> float:
-    """The rollout's product through the range: one n x n by n x n product per layer."""
-    return w.batch * w.layers * 2 * w.tokens ** 3 / PRODUCT_FLOPS_PER_SECOND
+    """The product of the range's n x n matrices: one n x n by n x n product per layer after the first (also what
+    keeping every layer's cumulative product costs)."""
+    return w.batch * max(w.layers - 1, 0) * 2 * w.tokens ** 3 / PRODUCT_FLOPS_PER_SECOND
+
+
+def rows_seconds(w: Workload) -> float:
+    """A rolled-out method's explained row after every layer of the range (`methods._rows.rolled_out`): carried
+    down from the top layer, L'(L'+1)/2 row-by-matrix products; its final n x n product is left to whoever reads
+    it (`product_seconds` when a method computes it)."""
+    return w.batch * w.layers * (w.layers + 1) // 2 * 2 * w.tokens ** 2 / PRODUCT_FLOPS_PER_SECOND
 
 
 def pair_seconds(w: Workload, factor: float = 1.0) -> float:

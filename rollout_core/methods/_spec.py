@@ -94,6 +94,7 @@ class Workload:
     image: bool = False
     batch: int = 1  # inputs explained together
     full_matrix: bool = False  # the whole final n x n matrix is asked for, not only the explained row
+    discard: bool = False  # a discard ratio above 0: rollout multiplies its final matrix during the explanation
 
 
 SCORED_TASKS = ("text-classification", "image-classification", "causal-lm")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_method, layer_recorder, readable_layers, row_normalised
-from rollout_core.methods._cost import forward_seconds, pair_seconds, product_seconds
+from rollout_core.methods._cost import forward_seconds, pair_seconds, rows_seconds
 from rollout_core.methods._spec import MethodInput, MethodSpec, Workload
 
 if TYPE_CHECKING:
@@ -20,8 +20,9 @@ def _contributions(method_input: MethodInput) -> torch.Tensor:
 
 
 def cost(w: Workload) -> float:
-    """One recorded forward pass, the (n, n, d) transformed vectors' norms per layer, rollout's product."""
-    return forward_seconds(w) + pair_seconds(w) + product_seconds(w)
+    """One recorded forward pass, the (n, n, d) transformed vectors' norms per layer, the explained rows rolled
+    out (the final product deferred)."""
+    return forward_seconds(w) + pair_seconds(w) + rows_seconds(w)
 
 
 METHOD = MethodSpec(

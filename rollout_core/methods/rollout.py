@@ -1,6 +1,6 @@
 """Attention rollout (Abnar & Zuidema 2020): the product of residual-augmented, head-fused attention."""
 from rollout_core.methods._rows import rolled_out
-from rollout_core.methods._cost import forward_seconds, product_seconds
+from rollout_core.methods._cost import forward_seconds, product_seconds, rows_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 
@@ -17,8 +17,9 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 
 def cost(w: Workload) -> float:
-    """One forward pass and the product of the range's n x n matrices."""
-    return forward_seconds(w) + product_seconds(w)
+    """One forward pass and the explained rows; the final product only when discarding (`rolled_out` computes it
+    then; otherwise it is deferred to its first reader)."""
+    return forward_seconds(w) + rows_seconds(w) + (product_seconds(w) if w.discard else 0.0)
 
 
 METHOD = MethodSpec(

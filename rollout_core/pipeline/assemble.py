@@ -86,17 +86,22 @@ def _image_warnings(handle: ModelHandle, result: BatchResult, image: np.ndarray)
 def settings(handle: ModelHandle, opts: Options, result: BatchResult, b: int, extra: dict[str, Any]) -> dict[str, Any]:
     """`Explanation.settings`: the model's facts, every field of the Options as they ran (the capture that
     was used, not "auto"), the target, `extra` and the library versions."""
-    import transformers
-
     return {
         "model": handle.name, "source": handle.source, "family": handle.family, "task": handle.task,
         **_option_fields(opts, result.capture), "target": result.targets[b],
         "signed": methods.get(opts.method).signed,
         "model_layers": handle.num_layers, "model_heads": handle.num_heads, "device": str(handle.device),
         **result.method_facts, **extra,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__,
-                     "numpy": np.__version__},
+        "versions": dict(_versions()),
     }
+
+
+@functools.cache
+def _versions() -> dict[str, str]:
+    """The libraries' versions, read once (transformers' lazy module answers `__version__` slowly)."""
+    import transformers
+
+    return {"torch": torch.__version__, "transformers": transformers.__version__, "numpy": np.__version__}
 
 
 @functools.lru_cache(maxsize=64)

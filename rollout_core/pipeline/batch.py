@@ -56,9 +56,10 @@ class BatchResult:
             dtype = str(self.layer_attention.dtype).removeprefix("torch.")
             matrix = Deferred(functools.partial(_rolled_matrix, layer_attention, sums, self.rolled_out, dtype),
                               nbytes=n * n * 8)
+        layer_scores = np_(self.layer_scores[:, b, :n])
         return {
-            "scores": np_(self.scores[b, :n]),
-            "layer_scores": np_(self.layer_scores[:, b, :n]),
+            "scores": layer_scores[-1].copy(),  # `_build`: the final scores are the last layer's rows
+            "layer_scores": layer_scores,
             "layer_attention_scores": np_(self.layer_attention_scores[:, b, :n]),
             "matrix": matrix,
             "layer_attention": layer_attention,

@@ -201,7 +201,8 @@ def positions(handle: Any, source: Any) -> tuple[int, int]:
 
 
 def workload(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
-             full_matrix: bool = False, sized: tuple[int, int] | None = None, batch: int = 1) -> Workload:
+             full_matrix: bool = False, sized: tuple[int, int] | None = None, batch: int = 1,
+             discard: bool = False) -> Workload:
     """The `Workload` of explaining `source` with the loaded `handle` by `method` over the layer range (raised to
     the method's first readable layer, as the explanation does). `sized`: (positions, pooled outputs) when the
     caller counted them already (`positions(handle, source)`, or an encoded request's); `batch`: inputs."""
@@ -211,7 +212,7 @@ def workload(handle: Any, source: Any, method: str, start_layer: int = 0, end_la
     end = handle.num_layers if end_layer is None else end_layer
     return Workload(tokens=tokens, layers=max(end - max(start_layer, first), 1), model_layers=handle.num_layers,
                     heads=handle.num_heads, hidden=_hidden_size(handle.config), outputs=outputs,
-                    image=handle.modality == "image", batch=batch, full_matrix=full_matrix)
+                    image=handle.modality == "image", batch=batch, full_matrix=full_matrix, discard=discard)
 
 
 def check_request(handle: Any, source: Any, method: str, start_layer: int = 0, end_layer: int | None = None, *,
@@ -237,7 +238,8 @@ def check_prepared(prepared: Any) -> float:
     estimate and the explanation alike): its method, layer range and full-matrix choice as it will run."""
     o, handle = prepared.options, prepared.handle
     work = workload(handle, None, o.method, o.start_layer, o.end_layer, full_matrix=o.full_matrix,
-                    sized=(prepared.tokens, prepared.outputs), batch=max(len(prepared.encoded), 1))
+                    sized=(prepared.tokens, prepared.outputs), batch=max(len(prepared.encoded), 1),
+                    discard=o.discard_ratio > 0)
     return check(o.method, work, choices=choices(handle))
 
 
