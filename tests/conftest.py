@@ -13,6 +13,18 @@ from typing import Callable, Iterator  # noqa: E402
 import pytest  # noqa: E402
 
 
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook, which reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist's `--dist loadgroup` (scripts/test.sh runs 2 workers), a test file runs whole on one
+    worker (its module fixtures are made once) and the browser tests all on one (one app server, one chromium)."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    browser = Path(__file__).parent / "browser"
+    for item in items:
+        group = "browser" if browser in item.path.parents else item.nodeid.split("::")[0]  # else its file
+        item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _quiet_transformers() -> None:
     """One thread per test process (shared CPUs) and no progress bars or advisory warnings."""

@@ -1,5 +1,6 @@
-"""Ray engines give the local engines' results: corpus rows (200 generated sentences) and evaluation frames, item by
-item, with progress and Stop.
+"""Ray engines give the local engines' results: corpus rows (200 generated sentences), evaluation frames, item by
+item, with progress and Stop, and `corpus compare`'s figures to the bit (aligned slices and hash buckets, over a run
+made locally and one made on Ray).
 
 One local Ray with 2 CPUs is started for the module, inside the test process (the issue's set-up); its workers
 run at normal priority (Ray's default is nice 15, which starves them next to the test process on 2 cores).
@@ -10,6 +11,7 @@ import pandas as pd
 import pytest
 
 from rollout_core import cancel
+from rollout_core.corpus import compare_runs as cr
 from rollout_core.corpus.engine import read_results, run_corpus
 from rollout_core.data.sentiment import generate
 from rollout_core.faithfulness.evaluate import evaluate_dataset
@@ -78,3 +80,23 @@ def test_ray_reports_each_item_and_stops_between_them(local_ray: None, tiny_mode
                progress=lambda done, total: seen.append((done, total)))
     assert seen == [(8 * i, 40) for i in range(1, 6)]
     assert len(read_results(tmp_path / "corpus")) == 40
+
+
+def test_corpus_compare_on_ray_gives_the_local_figures(local_ray: None, tiny_handle, tiny_model_dir, tmp_path,
+                                                       monkeypatch) -> None:
+    rows = generate(80, seed=6)
+    corpus = pd.DataFrame({"id": [f"r{i}" for i in range(80)], "text": [r.text for r in rows],
+                           "label": [r.label for r in rows]})
+    quiet = lambda done, total: None  # noqa: E731
+    a = run_corpus(tiny_handle("bert"), corpus, tmp_path / "a", progress=quiet).out
+    b = run_corpus(str(tiny_model_dir("roberta")), corpus.iloc[::-1], tmp_path / "b", chunk_rows=13, workers=2,
+                   engine="ray", progress=quiet).out  # made on Ray, stored in another order
+    monkeypatch.setattr(cr, "ITEM_ROWS", 16)  # several items, so the Ray work really is split
+    for other in (a, b):  # a with itself: aligned slices; b stored in another order: hash buckets
+        local = cr.compare_runs(a, other, replicates=100)
+        remote = cr.compare_runs(a, other, replicates=100, engine="ray", workers=2, scratch=tmp_path)
+        for name in ("examples", "classes", "units", "moved", "top_lists"):
+            pd.testing.assert_frame_equal(getattr(local, name), getattr(remote, name), check_exact=True)
+        assert local.summary == remote.summary
+        for kind, frame in local.disagreements.items():
+            assert list(frame["id"]) == list(remote.disagreements[kind]["id"])

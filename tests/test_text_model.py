@@ -14,12 +14,12 @@ from rollout_core.errors import RolloutError
 
 # Measured on the committed model (training.json, docs/MODELS.md); each bound is one miss (or 0.02 of confidence or
 # calibration error) short of the measured figure, so a rebuilt model that drifts fails here. Issue 27 aimed at 0.92
-# on the blind reviews with no calibrated miss above 0.90: the model reaches 44/64 and 0.908 (docs/MODELS.md).
-BLIND_MINIMUM = 43 / 64
-MISS_CONFIDENCE_MAXIMUM = 0.93
-BLIND_ECE_MAXIMUM = 0.16
-OLDER_SETS_MINIMUM = {"natural": 62 / 64, "natural_blind": 47 / 60, "mixed_reviews": 26 / 30}
-GENERATED_MINIMUM = 0.95  # 0.967 on these 600 sentences
+# on the blind reviews with no calibrated miss above 0.90: the model reaches 45/64 and 0.914 (docs/MODELS.md).
+BLIND_MINIMUM = 44 / 64
+MISS_CONFIDENCE_MAXIMUM = 0.935
+BLIND_ECE_MAXIMUM = 0.19
+OLDER_SETS_MINIMUM = {"natural": 62 / 64, "natural_blind": 48 / 60, "mixed_reviews": 26 / 30}
+GENERATED_MINIMUM = 0.96  # 0.980 on these 600 sentences
 
 
 @pytest.fixture(scope="module")

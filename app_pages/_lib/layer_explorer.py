@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
 import shutil
+import tempfile
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -53,9 +55,13 @@ def served_plotly_js() -> str:
     source = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
     if not STATIC_PLOTLY.is_file() or STATIC_PLOTLY.stat().st_size != source.stat().st_size:
         STATIC_PLOTLY.parent.mkdir(exist_ok=True)
-        partial = STATIC_PLOTLY.with_suffix(".partial")
+        # a copy of its own: two server processes (or test workers) may copy at once, and one's rename must not
+        # move or cut the other's half-written file
+        handle, partial = tempfile.mkstemp(suffix=".partial", dir=STATIC_PLOTLY.parent)
+        os.close(handle)
         shutil.copyfile(source, partial)
-        partial.replace(STATIC_PLOTLY)
+        os.chmod(partial, 0o644)
+        os.replace(partial, STATIC_PLOTLY)
     base = (st.get_option("server.baseUrlPath") or "").strip("/")
     return "/" + "/".join(part for part in (base, "app/static", STATIC_PLOTLY.name) if part)
 
