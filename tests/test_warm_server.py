@@ -157,6 +157,16 @@ def test_idle_server_exits_and_a_stale_socket_is_replaced(tmp_path):
     assert not (folder / channel.SOCKET_NAME).exists()
 
 
+def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path):
+    folder = tmp_path / "srv"
+    folder.mkdir(mode=0o700)
+    proc = _start(folder, "--idle-minutes", "10", "--preload")
+    assert (folder / channel.SOCKET_NAME).exists() and _status(_env(folder))["pid"] == proc.pid
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0 and "Traceback" not in proc.stderr.read()
+    assert not (folder / channel.SOCKET_NAME).exists()
+
+
 def test_a_folder_others_can_open_is_never_used(tmp_path):
     folder = tmp_path / "open"
     folder.mkdir()
@@ -329,7 +339,7 @@ def test_a_busy_server_answers_status_and_refuses_a_second_server(server, tiny_m
         os.environ.update(old)
 
 
-def test_two_servers_started_together_one_serves_and_sigterm_stops_it(tmp_path):
+def test_two_servers_started_together_one_serves(tmp_path):
     folder = tmp_path / "srv"
     folder.mkdir(mode=0o700)
     argv = [sys.executable, "-m", "rollout_core", "serve", "--idle-minutes", "10", "--preload"]
@@ -344,9 +354,7 @@ def test_two_servers_started_together_one_serves_and_sigterm_stops_it(tmp_path):
         assert refused[0].returncode == 2 and "already running" in refused[0].stderr.read()
         serving = next(p for p in procs if p is not refused[0])
         assert serving.stdout.readline().startswith("serving on ")
-        assert (folder / channel.SOCKET_NAME).exists() and _status(_env(folder))["pid"] == serving.pid
-        serving.send_signal(signal.SIGTERM)
-        assert serving.wait(timeout=30) == 0 and "Traceback" not in serving.stderr.read()
+        assert _status(_env(folder))["pid"] == serving.pid
     finally:
         for p in procs:
             if p.poll() is None:
