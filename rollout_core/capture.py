@@ -250,6 +250,6 @@ def _first_non_finite(layers: Sequence[torch.Tensor], stacked: torch.Tensor | No
     else:
         total = torch.stack([a.sum(dtype=compute_dtype(a.dtype)) if a.is_floating_point() else a.sum().double()
                              for a in layers]).sum()
-    if math.isfinite(float(total)):
+    if math.isfinite(total.item()):  # .item(): no autograd warning when the attentions carry gradients
         return None
     return next((layer for layer, a in enumerate(layers) if not bool(torch.isfinite(a).all())), None)

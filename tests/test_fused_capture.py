@@ -112,3 +112,14 @@ def test_keep_heads_and_gradients_keep_every_head(tiny_handle, monkeypatch):
     explain_texts(handle, TEXTS[:1], method="gradient")
     explain_texts(handle, TEXTS[:1], method="alti")
     assert seen == ["mean", None, None, None]
+
+
+@pytest.mark.parametrize("method", ["gradient", "attnlrp", "rollout"])
+def test_the_attention_check_warns_about_nothing(tiny_handle, method):
+    """The finiteness check reads one number from attentions that may carry gradients (gradient rollout, AttnLRP):
+    no autograd warning reaches the user's console."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        explain_texts(tiny_handle("bert"), TEXTS[:1], method=method)
