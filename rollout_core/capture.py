@@ -39,6 +39,12 @@ class Captured:
     input_gradients: torch.Tensor | None = None  # (B, n, d) d score / d hidden_states[0], with gradients + states
     stacked: torch.Tensor | None = None  # (L, B, 1, n, n) heads fused in the forward pass: `attentions` are its layers
 
+    @property
+    def maths_attentions(self) -> tuple[torch.Tensor, ...] | torch.Tensor:
+        """The attentions as the maths take them (`maths.rollout.Attentions`): the stacked tensor when heads were
+        fused in the forward pass (copied in one call, not layer by layer), else the per-layer tuple."""
+        return self.attentions if self.stacked is None else self.stacked
+
 
 def run(
     model: torch.nn.Module,

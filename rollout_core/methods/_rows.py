@@ -53,15 +53,15 @@ def contribution_rollout(per_layer: "torch.Tensor", method_input: MethodInput, *
 
 
 def rolled_out(maps: "torch.Tensor", method_input: MethodInput, *, residual_weight: float,
-               renormalise_view: bool = False) -> MethodOutput:
+               fused_attention: bool = False) -> MethodOutput:
     """`maps` (L', B, n, n), one matrix per layer of the range (head-fused attention, contributions): each
     augmented like attention in rollout (discard, + residual_weight * I, rows renormalised) and multiplied. Only
     the explained rows after each layer are computed here (`chain_rows`: vector-matrix products); the final n x n
-    product is left to whoever asks for it (`MethodOutput.rolled_out`). `maps` are the per-layer view, or with
-    `renormalise_view` (head-fused attention as `fused_layers` cleaned it: not cleaned again; a max or min over
-    heads does not sum to 1) their rows renormalised, and `maps` becomes the augmented stack. Discarding ranks
-    entries across a whole matrix, which the renormalised view rebuilds only to rounding: that product is
-    computed here."""
+    product is left to whoever asks for it (`MethodOutput.rolled_out`). `maps` are the per-layer view; with
+    `fused_attention` (`maps` are `fused_layers`' head-fused attention, this call's own: already cleaned, and a max
+    or min over heads does not sum to 1) the view is their rows renormalised, and `maps` is augmented in place.
+    Discarding ranks entries across a whole matrix, which the renormalised view rebuilds only to rounding: that
+    product is computed here."""
     import torch
 
     from rollout_core.maths.rollout import augment_layers, chain_rows, compute_dtype, multiplied_
@@ -69,10 +69,10 @@ def rolled_out(maps: "torch.Tensor", method_input: MethodInput, *, residual_weig
     o = method_input.options
     dtype = compute_dtype(maps.dtype)
     maps = maps if maps.dtype == dtype else maps.to(dtype)
-    sums = maps.sum(dim=-1) if renormalise_view else None
+    sums = maps.sum(dim=-1) if fused_attention else None
     view = maps if sums is None else maps / sums.clamp_min(torch.finfo(maps.dtype).tiny).unsqueeze(-1)
     augmented = augment_layers(maps, residual_weight=residual_weight, discard_ratio=o.discard_ratio,
-                               attention_mask=method_input.mask, in_place=renormalise_view, cleaned=renormalise_view)
+                               attention_mask=method_input.mask, in_place=fused_attention, cleaned=fused_attention)
     w = method_input.weights.to(augmented.dtype)
     rows = chain_rows(w[:, None], augmented, all_layers=True)[:, :, 0]
     if sums is not None and o.discard_ratio > 0:

@@ -10,10 +10,9 @@ def compute(method_input: MethodInput) -> MethodOutput:
     from rollout_core.maths.rollout import fused_layers
 
     o = method_input.options
-    captured = method_input.captured
-    layers = captured.attentions if captured.stacked is None else captured.stacked  # stacked: one copy, not L
-    fused = fused_layers(layers[o.start_layer:o.end_layer], head_fusion=o.head_fusion, attention_mask=method_input.mask)
-    return rolled_out(fused, method_input, residual_weight=o.residual_weight, renormalise_view=True)
+    layers = method_input.captured.maths_attentions[o.start_layer:o.end_layer]
+    fused = fused_layers(layers, head_fusion=o.head_fusion, attention_mask=method_input.mask)
+    return rolled_out(fused, method_input, residual_weight=o.residual_weight, fused_attention=True)
 
 
 def cost(w: Workload) -> float:

@@ -126,8 +126,7 @@ def _full_batch(
                                                       target_index=result.classes))
     layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
         atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
-    sinks = find_sinks(atts if captured.stacked is None else captured.stacked, value_norms.norms, mask,
-                       head_fusion=opts.head_fusion)
+    sinks = find_sinks(captured.maths_attentions, value_norms.norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
