@@ -311,3 +311,18 @@ def test_a_visitor_runs_one_heavy_job_at_a_time_and_others_pass(monkeypatch: pyt
         thread.join(5)
     with budget.heavy_slot(wait=0.05, owner="A"):  # all done: A may run again
         pass
+
+
+def test_the_estimate_before_a_run_is_the_one_the_check_makes_with_discarding(tiny_handle):
+    """The sidebar's line and `check_prepared` build the same workload: rollout with a discard ratio computes its
+    final product, so both count it."""
+    handle = tiny_handle("bert")
+    sized = (4000, 1)  # positions, pooled outputs: long enough for the product to show in the line
+    plain, discarding = (budget.workload(handle, None, "rollout", sized=sized, discard=d) for d in (False, True))
+    assert budget.estimate_seconds("rollout", discarding) > budget.estimate_seconds("rollout", plain)
+    told = {d: budget.before_run((handle,), (sized,), "rollout", discard=d) for d in (False, True)}
+    expected = {d: budget.in_words(budget.estimate_seconds("rollout", w))
+                for d, w in ((False, plain), (True, discarding))}
+    assert expected[False] != expected[True]  # the line can tell the two apart on this input
+    for d in (False, True):
+        assert told[d].startswith(f"Estimated {expected[d]} on this input"), (d, told[d])

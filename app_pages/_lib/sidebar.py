@@ -94,14 +94,15 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     handles = tuple(h for h in (handle, *also) if h is not None)
     if handle is not None and source is not None and all(h.modality == handle.modality for h in handles) and (
             isinstance(source, bytes) == (handle.modality == "image")):
-        _estimate_caption(estimate, handles, source, method, values["start_layer"])
+        _estimate_caption(estimate, handles, source, method, values["start_layer"], values["discard_ratio"] > 0)
     if spec.first_layer is not None:
         st.caption(f"{spec.title} starts at the model's first fine-tuned layer: a lower start layer is raised to it.")
     target = values.pop("target")
     return Options(method=method, **values), _target(target)
 
 
-def _estimate_caption(slot: Any, handles: tuple[Any, ...], source: Any, method: str, start_layer: int) -> None:
+def _estimate_caption(slot: Any, handles: tuple[Any, ...], source: Any, method: str, start_layer: int,
+                      discard: bool) -> None:
     """The budget's estimate of `method` on `source` with `handles` (`budget.before_run`) in `slot`; nothing when
     the input cannot be read (the page says why)."""
     from app_pages._lib import core
@@ -111,7 +112,7 @@ def _estimate_caption(slot: Any, handles: tuple[Any, ...], source: Any, method: 
         sizes = tuple(core.positions(h, source) for h in handles)
     except RolloutError:
         return
-    slot.caption(safe_text(budget.before_run(handles, sizes, method, start_layer)))
+    slot.caption(safe_text(budget.before_run(handles, sizes, method, start_layer, discard=discard)))
 
 
 SIDEBAR_OPTIONS = tuple(o for o in OPTIONS if o.url is not None and o.kind != "method")

@@ -105,12 +105,13 @@ def _size_words(workload: Workload) -> str:
 
 
 def before_run(handles: tuple[Any, ...], sizes: tuple[tuple[int, int], ...], method: str, start_layer: int = 0,
-               end_layer: int | None = None, *, full_matrix: bool = False) -> str:
+               end_layer: int | None = None, *, full_matrix: bool = False, discard: bool = False) -> str:
     """What explaining an input by `method` with each of the loaded `handles` will cost, in one line for a page to
     show before it runs: "Estimated about 3 s on this input (257 patches)" (the sum over the handles), saying when
     one of them is over the server's limit (that request will be refused). `sizes`: the input's (positions, pooled
-    outputs) for each handle (`positions`). The estimate is the one the budget checks (`workload`)."""
-    works = [workload(h, None, method, start_layer, end_layer, full_matrix=full_matrix, sized=sized)
+    outputs) for each handle (`positions`); `discard`: a discard ratio above 0 is set. The estimate is the one the
+    budget checks (`workload`, as `check_prepared` builds it)."""
+    works = [workload(h, None, method, start_layer, end_layer, full_matrix=full_matrix, sized=sized, discard=discard)
              for h, sized in zip(handles, sizes)]
     each, limit = [estimate_seconds(method, w) for w in works], max_seconds()
     described = " and ".join(dict.fromkeys(_size_words(w) for w in works))
