@@ -26,6 +26,7 @@ _EXPORTS = {
     # explanations
     "explain_text": "rollout_core.explain",
     "explain_texts": "rollout_core.explain",
+    "explain_methods": "rollout_core.explain",
     "explain_image": "rollout_core.explain",
     "explain": "rollout_core.explain",
     "prepare": "rollout_core.explain",

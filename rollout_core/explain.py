@@ -37,12 +37,12 @@ from rollout_core.models.registry import DEFAULTS
 from rollout_core.options import SPECS, Options, validate, with_overrides
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
-from rollout_core.pipeline.batch import BatchResult, explain_batch
+from rollout_core.pipeline.batch import BatchResult, explain_batch, explain_batch_methods
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, Head, image_head, text_head
 from rollout_core.pipeline.seq2seq import decoder_to_source, explain_seq2seq
 
 __all__ = ["METHODS", "ZERO_SHOT_TEMPERATURE", "Prepared", "decoder_to_source", "explain", "explain_image",
-           "explain_text", "explain_texts", "prepare", "processed_image", "text_batches"]
+           "explain_methods", "explain_text", "explain_texts", "prepare", "processed_image", "text_batches"]
 
 METHODS = methods.names()
 TEXT_BATCH_SIZE = 16
@@ -104,6 +104,37 @@ def prepare(
     if labels is not None or max_length is not None:
         raise InputError("labels and max_length are options of text models; this is an image model")
     return _prepare_image(handle, input, opts, target)
+
+
+def explain_methods(
+    model: ModelArg,
+    input: Any,
+    method_names: Sequence[str],
+    options: Options | None = None,
+    *,
+    modality: str | None = None,
+    target: Any = None,
+    labels: Sequence[str] | None = None,
+    max_length: int | None = None,
+    **overrides: Any,
+) -> dict[str, Explanation]:
+    """One text or image explained by each of `method_names` with the same options: {method: Explanation}, each equal to
+    `explain(model, input, options, method=m, ...)`. The input is encoded once, and methods whose forward pass is
+    the same (no gradients, no recording hooks, the same head fusion: raw attention, rollout, flow) share one pass:
+    a comparison of methods or an evaluation pays one forward for them."""
+    if isinstance(method_names, str) or not method_names or not all(isinstance(m, str) for m in method_names):
+        raise InputError("methods must be a non-empty list of method names")
+    if isinstance(input, (list, tuple)) and all(isinstance(t, str) for t in input):
+        raise InputError("explain_methods explains one text or image; explain a list of texts with explain_texts")
+    opts = with_overrides(options, overrides)
+    names = list(dict.fromkeys(method_names))
+    first = prepare(model, input, opts, modality=modality, target=target, labels=labels, max_length=max_length,
+                    method=names[0])
+    runs = [first]
+    for name in names[1:]:
+        resolved, note = _options(first.handle, dataclasses.replace(opts, method=name), labels is not None)
+        runs.append(dataclasses.replace(first, options=resolved, note=note))
+    return dict(zip(names, _run_together(runs)))
 
 
 def explain_text(
@@ -270,15 +301,40 @@ class Prepared:
     def _image_explanation(self) -> Explanation:
         image, handle = self.image, self.handle
         assert image is not None
+        real = torch.ones(1, image.layout.num_tokens, dtype=torch.bool, device=handle.device)
+        return self._image_result(explain_batch(handle, image.inputs, real, image.layout, self.head, self.targets,
+                                                self.options))
+
+    def _image_result(self, result: BatchResult) -> Explanation:
+        """The image's Explanation from its batch result."""
+        image, handle = self.image, self.handle
+        assert image is not None
         layout = image.layout
-        real = torch.ones(1, layout.num_tokens, dtype=torch.bool, device=handle.device)
-        result = explain_batch(handle, image.inputs, real, layout, self.head, self.targets, self.options)
         if result.n != layout.num_tokens:
             raise RolloutError(
                 f"the model saw {result.n} tokens, but its family layout predicts {layout.num_tokens} "
                 f"({len(layout.prefix_names)} special + {layout.grid[0]}x{layout.grid[1]} patches)"
             )
         return image_explanation(handle, layout, image.pixels[0], image.source_size, result, self.options)
+
+
+def _run_together(runs: list[Prepared]) -> list[Explanation]:
+    """Each of `runs` (one input encoded once, one method each) explained, the batch computed once for all
+    (`explain_batch_methods`: methods with the same forward pass share it); each equals its own `run()`."""
+    first = runs[0]
+    if first.handle.task == "seq2seq":
+        return [run.run() for run in runs]
+    options = [run.options for run in runs]
+    if first.image is not None:
+        image, handle = first.image, first.handle
+        real = torch.ones(1, image.layout.num_tokens, dtype=torch.bool, device=handle.device)
+        results = explain_batch_methods(handle, image.inputs, real, image.layout, first.head, first.targets, options)
+        return [_noted([run._image_result(result)], run.note)[0] for run, result in zip(runs, results)]
+    inputs = to_device(pad_batch(first.encoded, pad_token_id(first.handle.processor)), first.handle.device)
+    results = explain_batch_methods(first.handle, inputs, inputs["attention_mask"].bool(), None, first.head,
+                                    first.targets, options)
+    return [_noted([text_explanation(run.handle, run.encoded[0], result, 0, run.options, run.limit, run.labels)],
+                   run.note)[0] for run, result in zip(runs, results)]
 
 
 def _prepare_texts(

@@ -120,11 +120,12 @@ def test_an_explanation_given_is_used_and_gives_the_same_figures(tiny_handle, mo
     handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
     plain = evaluate_input(handle, text, METHODS)
     page = explain_text(handle, text, method="rollout")
-    made: list[str] = []
-    real = explain_module.explain_text
-    monkeypatch.setattr(explain_module, "explain_text", lambda *a, **k: made.append(k["method"]) or real(*a, **k))
+    made: list[list[str]] = []
+    real = explain_module.explain_methods
+    monkeypatch.setattr(explain_module, "explain_methods", lambda h, x, names, **k: made.append(names) or real(
+        h, x, names, **k))
     reused = evaluate_input(handle, text, METHODS, explanations={"rollout": page})
-    assert made == ["attention", "gradient"] and reused.explanations["rollout"] is page
+    assert made == [["attention", "gradient"]] and reused.explanations["rollout"] is page
     pd.testing.assert_frame_equal(reused.table, plain.table, rtol=0, atol=1e-12)
     assert reused.probability == pytest.approx(plain.probability, abs=1e-7)
 

@@ -85,7 +85,7 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     `options` (the page's own), used instead of explaining again. `baseline`: what removed positions become (one of
     `scoring.BASELINES`); None: the first of them that moves the prediction near chance (`checked_baseline`).
     `grid`: the fractions the curves are read at (`perturbation.GRIDS`)."""
-    from rollout_core.explain import explain_image, explain_text
+    from rollout_core.explain import explain_methods
 
     if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1):
         raise InputError(f"batch_size must be a positive integer, not {batch_size!r}")
@@ -98,7 +98,6 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     prepared = prepare(names[0] if baseline is None else baseline)
     labels = handle.labels or []
     label = None if item.label is None else labels.index(item.label)
-    explain = explain_text if text else explain_image
     explained = [m for m in methods if m not in REFERENCES]
     given = {m: e for m, e in (explanations or {}).items() if m in explained}
     wanted = {AGREEMENT[r] for r in references} | {m for m in methods if m in REFERENCES}
@@ -109,11 +108,12 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     # each pass of a reference: about a forward and a backward, 3 scored rows' worth
     gradient_rows = 3 * sum(spec.passes for spec in references_run)
     made: dict[str, Explanation] = {}
-    # the first explanation's forward pass gives the prediction (its target: the predicted class) for every curve
+    # the explanations' forward pass gives the prediction (their target: the predicted class) for every curve;
+    # methods with the same forward pass share it (`explain_methods`)
     target = _target(next(iter(given.values())), prepared) if given else None
     if target is None:
-        work(f"explaining with {to_explain[0]}", None)
-        made[to_explain[0]] = explain(handle, item.input, method=to_explain[0], **options)
+        work(f"explaining with {', '.join(to_explain)}", None)
+        made = explain_methods(handle, item.input, to_explain, **options)
         target = _target(made[to_explain[0]], prepared)
     per_explanation = work.elapsed() if made else None
     # the unperturbed and the all-removed inputs, scored first in one pass: the baseline's check, the time a scored
@@ -136,10 +136,10 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
     costs = _explanation_seconds(handle, item.input, [*made, *left], options) if left else {}
     # the methods' own cost estimates (registry), scaled by how long the first one really took
     scale = per_explanation / costs[to_explain[0]] if per_explanation and costs.get(to_explain[0]) else 1.0
-    for i, m in enumerate(left):
-        rest = sum(costs[k] * scale if k in costs else (per_explanation or 3 * guess) for k in left[i:])
-        work(f"explaining with {m}", rest + (rows_guess + gradient_rows) * guess)
-        made[m] = explain(handle, item.input, method=m, target=target, **options)
+    if left:
+        rest = sum(costs[k] * scale if k in costs else (per_explanation or 3 * guess) for k in left)
+        work(f"explaining with {', '.join(left)}", rest + (rows_guess + gradient_rows) * guess)
+        made.update(explain_methods(handle, item.input, left, target=target, **options))
     first = next(iter(given.values())) if given else made[to_explain[0]]
     explanations = {m: given.get(m, made.get(m)) for m in explained}
     where = region(first, item)

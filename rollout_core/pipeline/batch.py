@@ -83,29 +83,58 @@ def explain_batch(
     head: Head, targets: list[Any], opts: Options,
 ) -> BatchResult:
     """One padded batch through the capture (full, or streaming when chosen) and the method."""
+    return explain_batch_methods(handle, inputs, real, layout, head, targets, [opts])[0]
+
+
+def explain_batch_methods(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
+    head: Head, targets: list[Any], options: list[Options],
+) -> list[BatchResult]:
+    """`explain_batch` of each of `options` on one batch; those whose forward pass would be the same
+    (`_shared_capture`) share one: the same capture, each method computed from it (equal to its own pass)."""
     spec = families.spec_for(handle.config)
     pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
     patches = None if layout is None else layout.patch_positions.to(real.device)
     pooled = families.row_weights(pooling, real, patches)
+    groups: dict[Any, list[int]] = {}
+    for i, opts in enumerate(options):
+        key = _shared_capture(handle, opts, real.shape)
+        groups.setdefault(i if key is None else key, []).append(i)
+    results: list[BatchResult | None] = [None] * len(options)
     stats = domain.applicable(handle)  # a model with domain statistics: keep its features, for the warnings
-    with domain.record_features(handle.model, None if stats is None else stats.module) as features:
-        if _use_lowmem(handle, opts, real.shape):
-            result = _streamed_batch(handle, inputs, real, head, targets, opts, pooled, pooling)
-        else:
-            result = _full_batch(handle, inputs, real, layout, head, targets, opts, pooled, pooling)
-    result.features = features[0] if features else None  # the first forward pass: the model's own
-    return result
+    for members in groups.values():
+        with domain.record_features(handle.model, None if stats is None else stats.module) as features:
+            if _use_lowmem(handle, options[members[0]], real.shape):
+                done = [_streamed_batch(handle, inputs, real, head, targets, options[members[0]], pooled, pooling)]
+            else:
+                done = _full_batch(handle, inputs, real, layout, head, targets, [options[i] for i in members],
+                                   pooled, pooling)
+        for i, result in zip(members, done):
+            result.features = features[0] if features else None  # the first forward pass: the model's own
+            results[i] = result
+    return [r for r in results if r is not None]
+
+
+def _shared_capture(handle: ModelHandle, opts: Options, shape: torch.Size) -> tuple[bool, str | None] | None:
+    """What decides the forward pass of `opts`' method when another method may share it: (hidden states asked
+    for, heads fused in the pass with this fusion); None when it runs alone (gradients or recording hooks, which
+    depend on the method, or the streaming capture)."""
+    method = methods.get(opts.method)
+    if method.needs_gradients or method.recorder is not None or _use_lowmem(handle, opts, shape):
+        return None
+    return method.needs_hidden_states, opts.head_fusion if _fuse_in_forward(method, opts) else None
 
 
 def _full_batch(
     handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
-    head: Head, targets: list[Any], opts: Options, pooled: torch.Tensor, pooling: str,
-) -> BatchResult:
-    """The full capture (`capture.run`): every layer's attention, the method computed from it."""
+    head: Head, targets: list[Any], options: list[Options], pooled: torch.Tensor, pooling: str,
+) -> list[BatchResult]:
+    """The full capture (`capture.run`): every layer's attention, each method computed from it (several only when
+    their passes are the same, `_shared_capture`)."""
     # the real-token mask, None when nothing is padded (MethodInput.mask): the maths skip every masked step then
     mask = real.long() if "attention_mask" in inputs and not bool(real.all()) else None
     found: dict[str, HeadResult] = {}
-    method = methods.get(opts.method)
+    method, opts = methods.get(options[0].method), options[0]
 
     def score(outputs: Any) -> torch.Tensor:  # a method that needs it runs only where the head has one (refusal)
         found["head"] = head(outputs, real, targets)
@@ -119,6 +148,17 @@ def _full_batch(
                                head_fusion=opts.head_fusion if _fuse_in_forward(method, opts) else None)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
+    return [_method_batch(handle, inputs, real, layout, captured, recorded, value_norms.norms, result, weights, mask,
+                          pooling, o) for o in options]
+
+
+def _method_batch(
+    handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
+    captured: capture.Captured, recorded: Any, value_norms: Any, result: HeadResult, weights: torch.Tensor,
+    mask: torch.Tensor | None, pooling: str, opts: Options,
+) -> BatchResult:
+    """One method's BatchResult from a full capture."""
+    method = methods.get(opts.method)
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
     out = methods.compute(method, methods.MethodInput(handle, inputs, captured, opts, mask, weights,
@@ -126,7 +166,7 @@ def _full_batch(
                                                       target_index=result.classes))
     layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
         atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
-    sinks = find_sinks(captured.maths_attentions, value_norms.norms, mask, head_fusion=opts.head_fusion)
+    sinks = find_sinks(captured.maths_attentions, value_norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
