@@ -47,13 +47,12 @@ def test_rolls_out_explicit_alti_of_the_tuned_layers_only(tiny_handle, tuned_fro
 
 
 def test_a_start_layer_below_the_first_tuned_one_is_raised_and_above_it_kept(tiny_handle, tuned_from):
-    handle = tiny_handle("bert")
+    handle = tiny_handle("roberta")  # 3 layers: one frozen, two tuned
     tuned_from(handle, 1)
     assert explain_text(handle, TEXT, method="alti_tuned", start_layer=0).settings["start_layer"] == 1
-    tuned_from(handle, 0)
-    kept = explain_text(handle, TEXT, method="alti_tuned", start_layer=1)
-    assert kept.settings["start_layer"] == 1
-    np.testing.assert_allclose(kept.scores, explain_text(handle, TEXT, method="alti", start_layer=1).scores,
+    kept = explain_text(handle, TEXT, method="alti_tuned", start_layer=2)
+    assert kept.settings["start_layer"] == 2
+    np.testing.assert_allclose(kept.scores, explain_text(handle, TEXT, method="alti", start_layer=2).scores,
                                atol=1e-12)
 
 
@@ -70,12 +69,39 @@ def test_without_a_training_record_it_is_refused_and_not_offered(tiny_handle):
     assert "alti_tuned" not in offered and "alti" in offered
 
 
-def test_tuned_from_layer_zero_is_alti_rollout(tiny_handle, tuned_from):
+def test_every_block_tuned_is_refused_naming_alti_and_not_offered(tiny_handle, tuned_from):
+    """First tuned layer 0 (every block trained, default-text's record) would make it ALTI rollout under another
+    name: refused with `alti` named, whatever the start layer, and left out of what the pickers offer."""
+    from rollout_core import methods
+    from rollout_core.errors import InputError
+
     handle = tiny_handle("bert")
     tuned_from(handle, 0)
-    e, alti = (explain_text(handle, TEXT, method=m) for m in ("alti_tuned", "alti"))
-    assert e.settings["first_tuned_layer"] == 0
-    np.testing.assert_allclose(e.scores, alti.scores, atol=1e-12)
+    for start in (0, 1):
+        with pytest.raises(InputError, match=r"every block of .* was fine-tuned .*use alti; choose one of: .*alti"):
+            explain_text(handle, TEXT, method="alti_tuned", start_layer=start)
+    offered = [s.name for s in methods.runnable(handle)]
+    assert "alti_tuned" not in offered and "alti" in offered
+    tuned_from(handle, 1)  # the same model with a frozen block below: offered
+    assert "alti_tuned" in [s.name for s in methods.runnable(handle)]
+
+
+@pytest.mark.parametrize("name,offered", [("default-text", False), ("default-image", True)])
+def test_the_default_models_records_decide_whether_it_is_offered(name, offered):
+    """default-text (all six layers trained) is refused it; default-image (blocks 10-11 of 12 trained) keeps it."""
+    from rollout_core import methods
+    from rollout_core.errors import InputError
+    from rollout_core.models.loading import load_model
+
+    if not registry.is_available(registry.lookup(name)):
+        pytest.skip(f"{name} is not built: {registry.SETUP_HINT}")
+    handle = load_model(name)
+    assert ("alti_tuned" in [s.name for s in methods.runnable(handle)]) is offered
+    if offered:
+        assert methods.check("alti_tuned", handle).name == "alti_tuned"
+    else:
+        with pytest.raises(InputError, match=f"every block of {name} was fine-tuned.*use alti"):
+            methods.check("alti_tuned", handle)
 
 
 def test_padding_is_zero_and_a_batch_equals_single_texts(tiny_handle, tuned_from):

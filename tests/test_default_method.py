@@ -94,3 +94,27 @@ def test_compare_on_a_model_without_a_record_starts_b_on_another_method(
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.sidebar.selectbox(key="method").value == "rollout"
     assert at.sidebar.selectbox(key="b_method").value == "attention"
+
+
+@pytest.mark.parametrize("model", ["default-text", "default-image"])
+def test_a_record_holds_what_its_command_measures_and_every_method_runs_on_its_model(model: str) -> None:
+    """The command a record names (before any note in brackets) passes the evaluate command's checks on the model,
+    and the record's methods are the ones it measures, each runnable there: a method the model refuses (alti_tuned on
+    default-text, where every block was fine-tuned) has no row."""
+    import shlex
+
+    from rollout_core.faithfulness.cli_evaluate import build_parser
+    from rollout_core.faithfulness.datasets import check_methods
+    from rollout_core.models import registry
+    from rollout_core.models.loading import load_model
+
+    if not registry.is_available(registry.lookup(model)):
+        pytest.skip(f"{model} is not built: {registry.SETUP_HINT}")
+    data = json.loads((MEASURED / f"{model}.json").read_text(encoding="utf-8"))
+    argv = shlex.split(data["command"].split(" (")[0])
+    assert argv[:4] == ["python", "-m", "rollout_core", "evaluate"]
+    args = build_parser().parse_args(argv[4:])
+    assert args.model == model and args.record
+    handle = load_model(model)
+    assert set(check_methods(args.methods, handle.modality, handle)) == set(data["methods"])
+    assert set(data["methods"]) <= {s.name for s in methods.runnable(handle)}

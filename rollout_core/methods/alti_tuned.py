@@ -8,8 +8,9 @@ top patch is on the shape in 26, on an outline patch (under 50% shape pixels) or
 rolled out from block 10 it is on the shape in 38.
 The tokens entering the first trained block are read as their own patches, as rollout reads its input tokens
 (Abnar & Zuidema 2020 roll out from any layer; Chefer et al. 2021's reference code takes a `start_layer`).
-The first trained block comes from the model's registry entry (`first_tuned_layer`, from its training record);
-a model without one is refused (`requires`): there the method would be plain ALTI rollout under another name.
+The first trained block comes from the model's registry entry (`first_tuned_layer`, from its training record).
+A model without one is refused (`requires`), and so is one whose record says every block was trained (first tuned
+layer 0, default-text): on either the method would be plain ALTI rollout (`alti`) under another name.
 """
 from __future__ import annotations
 
@@ -35,13 +36,17 @@ def first_tuned_layer(handle: "ModelHandle") -> int:
 
 
 def _has_tuned_blocks(handle: "ModelHandle") -> "InputError | None":
-    """Only a model whose registry entry records the first block its task training changed: elsewhere the
-    method would be plain ALTI rollout under another name."""
+    """Only a model whose registry entry records frozen blocks below the ones its task training changed: without
+    a record, or with every block trained (first tuned layer 0), the method would be `alti` under another name."""
     from rollout_core.errors import InputError
     from rollout_core.models.registry import lookup
 
     entry = lookup(handle.name)
-    if entry is not None and entry.first_tuned_layer is not None and 0 <= entry.first_tuned_layer < handle.num_layers:
+    first = entry.first_tuned_layer if entry is not None else None
+    if first == 0:
+        return InputError(f"every block of {handle.name} was fine-tuned (its training record's first tuned layer is "
+                          "0), so ALTI rollout over the fine-tuned blocks would be ALTI rollout itself: use alti")
+    if first is not None and 0 < first < handle.num_layers:
         return None
     return InputError(f"ALTI rollout over the fine-tuned blocks needs a model whose fine-tuned blocks are recorded "
                       f"(an embedded model trained by the project); {handle.name} has no such record")
@@ -77,7 +82,8 @@ METHOD = MethodSpec(
     title="ALTI rollout (fine-tuned blocks)",
     phrase="ALTI rollout over the fine-tuned blocks",
     description="ALTI contributions (Ferrando et al. 2022) multiplied through the blocks the model was fine-tuned "
-                "in; a frozen pretrained backbone's blocks below are skipped (models with a training record only).",
+                "in; a frozen pretrained backbone's blocks below are skipped (only models whose training record shows "
+                "frozen blocks).",
     use_when="For a model fine-tuned on top of a frozen backbone (default-image): leaves out the frozen blocks' "
              "generic mixing.",
     explains="ALTI rollout through the blocks the model's task training changed only.",
