@@ -53,6 +53,7 @@ class ExplanationData:
     settings: dict[str, Any]  # everything needed to reproduce: model, method, options, target, lengths
     target_description: str  # plain words: "row of [CLS]", "mean of the 9 token rows", "position 4 ('sat')"
     prediction: list[Prediction] | None = None  # top labels, most probable first; None for backbones
+    logits: np.ndarray | None = None  # (C,) a classifier's own class logits, before any calibration; else None
     target: str | int | None = None  # explained class label (gradient) or explained position (language models)
     text: str | None = None  # the (possibly truncated) text that was explained
     offsets: list[tuple[int, int]] | None = None  # character span of each token in `text`; (0, 0) for special
@@ -121,6 +122,7 @@ class ExplanationData:
             if self.prediction is None
             else [{"label": p.label, "probability": p.probability, "index": p.index,
                    **({} if p.similarity is None else {"similarity": p.similarity})} for p in self.prediction],
+            "logits": None if self.logits is None else _floats(self.logits),
             "target": self.target,
             "target_description": self.target_description,
             "settings": self.settings,

@@ -66,4 +66,18 @@ def test_displayed_probabilities_are_divided_by_the_stored_temperature(calibrate
                         explain_text(handle, text, target=0, method="gradient")):
         shown = {p.index: p.probability for p in explanation.prediction}
         assert shown == pytest.approx({i: float(expected[i]) for i in range(len(expected))}, abs=1e-5)
+        # the logits are the model's own, before the temperature (what the evaluation's scorer reads)
+        assert explanation.logits == pytest.approx(logits.double().numpy(), abs=1e-5)
+        assert explanation.to_dict()["logits"] == pytest.approx(logits.tolist(), abs=1e-5)
     assert explain_text(handle, text).prediction[0].index == int(logits.argmax())
+
+
+def test_only_a_classifier_has_logits(tiny_handle):
+    from rollout_core.explain import explain_image
+
+    image = torch.rand(24, 24, 3).mul(255).to(torch.uint8).numpy()
+    assert explain_image(tiny_handle("vit"), image).logits.shape == (tiny_handle("vit").model.config.num_labels,)
+    for kind, source in (("sentence", "a cat"), ("gpt2", "a cat sat"), ("t5", "a cat sat")):
+        assert explain_text(tiny_handle(kind), source).logits is None, kind
+    assert explain_image(tiny_handle("dinov2"), image).logits is None
+    assert explain_text(tiny_handle("sentence"), "a cat").to_dict()["logits"] is None

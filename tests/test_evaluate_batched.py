@@ -109,9 +109,29 @@ def test_by_default_every_perturbation_of_every_method_goes_in_one_pass(tiny_han
     # per ordering at most 9 inner deletion, insertion and negative-perturbation masks (positive perturbation is
     # deletion), plus all kept and all removed, shared by every ordering
     orderings = len(METHODS) + SEEDS
-    # the unperturbed and all-removed inputs first (the baseline's check, the curves' end points), then the rest
-    assert passes == [2, result.scored - 2] and result.passes == 2 and result.scored <= orderings * 27 + 2
-    assert result.scored > 27 + 2  # the orderings differ: many distinct rows, still one pass
+    # the all-removed input first (the baseline's check, an end point), then the rest; the unperturbed input's
+    # probabilities come from its explanation's forward pass, not scored again
+    assert passes == [1, result.scored - 1] and result.passes == 2 and result.scored <= orderings * 27 + 1
+    assert result.scored > 27 + 1  # the orderings differ: many distinct rows, still one pass
+    scored = scoring.prepare_text(handle, text).probabilities(torch.ones(1, len(result.explanations["rollout"].tokens),
+                                                                         dtype=torch.bool))
+    assert result.probability == pytest.approx(float(scored.max()), abs=1e-6)  # the same number, scored or not
+
+
+def test_an_explanation_without_logits_has_the_unperturbed_input_scored(tiny_handle, monkeypatch):
+    from rollout_core.inputs import continuous as scoring
+
+    handle, text = tiny_handle("bert"), "the film was great but the ending was bad and slow"
+    plain = evaluate_input(handle, text, METHODS)
+    page = explain_text(handle, text, method="rollout")
+    page.logits = None  # e.g. an explanation kept from before explanations carried them
+    passes: list[int] = []
+    real = scoring.PreparedInput.probabilities
+    monkeypatch.setattr(scoring.PreparedInput, "probabilities",
+                        lambda self, keep: passes.append(len(keep)) or real(self, keep))
+    reused = evaluate_input(handle, text, METHODS, explanations={"rollout": page})
+    assert passes[0] == 2 and reused.scored == plain.scored + 1
+    pd.testing.assert_frame_equal(reused.table, plain.table, rtol=0, atol=1e-6)
 
 
 def test_an_explanation_given_is_used_and_gives_the_same_figures(tiny_handle, monkeypatch):

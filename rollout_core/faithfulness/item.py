@@ -116,16 +116,19 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
         made = explain_methods(handle, item.input, to_explain, **options)
         target = _target(made[to_explain[0]], prepared)
     per_explanation = work.elapsed() if made else None
-    # the unperturbed and the all-removed inputs, scored first in one pass: the baseline's check, the time a scored
-    # row takes, and the curves' end points (f = 0 and 1), not scored again
+    # the unperturbed input's probabilities: its explanation's forward pass gave them; the all-removed input's (and
+    # the unperturbed one's when no explanation has them) scored first in one pass: the baseline's check, the time a
+    # scored row takes, and the curves' end points (f = 0 and 1), not scored again
     work("checking the deletion baseline", None)
+    known = _unperturbed(next(iter(given.values())) if given else made[to_explain[0]], prepared)
     since = work.elapsed()
-    ends = prepared.probabilities(torch.stack([torch.ones(prepared.n, dtype=torch.bool),
-                                               torch.zeros(prepared.n, dtype=torch.bool)]))
-    # a row of a full pass costs about a row of this 2-row pass on long inputs and less on a sentence, whose pass is
+    ends = prepared.probabilities(torch.stack(([] if known is not None else [torch.ones(prepared.n, dtype=torch.bool)])
+                                              + [torch.zeros(prepared.n, dtype=torch.bool)]))
+    # a row of a full pass costs about a row of this pass on long inputs and less on a sentence, whose pass is
     # mostly fixed cost (SHORT_PASS_SHARE)
-    per_row = max((work.elapsed() - since) / 2 * min(1.0, max(SHORT_PASS_SHARE, prepared.n / FULL_PASS_TOKENS)), 1e-4)
-    kept, removed_probs = ends[:1], ends[1:]
+    per_row = max((work.elapsed() - since) / len(ends) * min(1.0, max(SHORT_PASS_SHARE, prepared.n / FULL_PASS_TOKENS)),
+                  1e-4)
+    kept, removed_probs = (ends[:1] if known is None else known.to(ends.dtype)), ends[-1:]
     if baseline is None:
         prepared, check, removed_probs = checked_baseline(prepare, names, target, first=(prepared, removed_probs))
     else:
@@ -190,10 +193,11 @@ def evaluate_item(handle: ModelHandle, item: Item, methods: list[str], seeds: in
             curves.extend({"method": method, "curve": name, "fraction": f, "value": float(v)}
                           for f, v in zip(fractions, values))
     probability = float(kept[0, target])
-    # the end points: one pass of 2 rows, then one all-removed row per other baseline tried
+    # the end points: one pass of the all-removed row (and the unperturbed one when it was scored), then one
+    # all-removed row per other baseline tried
     passes = sum(-(-count // chunk) for count in calls) + len(check.tried)
     return ItemResult(rows, pd.DataFrame(curves), labels[target], probability, explanations,
-                      sum(calls) + 1 + len(check.tried), passes, check)
+                      sum(calls) + (known is None) + len(check.tried), passes, check)
 
 
 def _explanation_seconds(handle: ModelHandle, source: Any, methods: list[str], options: dict[str, Any]
@@ -209,6 +213,15 @@ def _explanation_seconds(handle: ModelHandle, source: Any, methods: list[str], o
             full_matrix=bool(options.get("full_matrix", False)), sized=sized)) for m in methods}
     except (RolloutError, ValueError, TypeError):
         return {}
+
+
+def _unperturbed(explanation: Explanation, prepared: PreparedInput) -> torch.Tensor | None:
+    """(1, C) the unperturbed input's class probabilities as the scorer computes them (a softmax of the logits),
+    from the logits of the explanation's own forward pass of it; None when it has none (or saw other positions)."""
+    logits = explanation.logits
+    if logits is None or len(explanation.tokens) != prepared.n:
+        return None
+    return torch.softmax(torch.as_tensor(logits, dtype=torch.float32), dim=-1)[None]
 
 
 def _target(explanation: Explanation, prepared: PreparedInput) -> int:

@@ -41,6 +41,7 @@ class BatchResult:
     features: torch.Tensor | None = None  # (B, d) what the classifier read, for models with domain statistics
     rolled_out: methods.RolledOut | None = None  # the final matrix is `layer_attention` rolled out so (`matrix` None)
     map_sums: torch.Tensor | None = None  # (L', B, n) the row sums `layer_attention` was renormalised from, if it was
+    logits: torch.Tensor | None = None  # (B, C) a classifier's own class logits (HeadResult.logits)
 
     def arrays(self, b: int, n: int) -> dict[str, Any]:
         """Explanation fields of sample b, cropped to its first n positions (right padding). A rolled-out final
@@ -65,6 +66,7 @@ class BatchResult:
             "layer_attention": layer_attention,
             "head_attention": np_(None if self.head_attention is None else self.head_attention[:, b, :, :n, :n]),
             "extras": {} if self.sinks is None else {"sinks": sink_facts(self.sinks, b, n)},
+            "logits": np_(None if self.logits is None else self.logits[b]),
         }
 
 
@@ -240,7 +242,7 @@ def _build(
         matrix=matrix, layer_attention=layer_attention, head_attention=head_attention,
         predictions=result.predictions, targets=result.targets,
         descriptions=[_join(description[b], result.descriptions[b]) for b in range(real.shape[0])],
-        capture=capture_mode, method_facts=dict(method_facts or {}), sinks=sinks,
+        capture=capture_mode, method_facts=dict(method_facts or {}), sinks=sinks, logits=result.logits,
     )
 
 

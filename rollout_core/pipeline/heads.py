@@ -32,6 +32,7 @@ class HeadResult:
     score: torch.Tensor | None  # (B,) explained scores (differentiable when gradients are on)
     weights: torch.Tensor | None = None  # (B, n) explained rows, when the head decides them (causal LM)
     classes: torch.Tensor | None = None  # (B,) each sample's explained class among the model's own logits
+    logits: torch.Tensor | None = None  # (B, C) the model's own class logits (classifiers), before calibration
 
 
 Head = Callable[[Any, torch.Tensor, list[Any]], HeadResult]
@@ -80,6 +81,7 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
                           for i, c in zip(index, chosen)],
             score=logits[torch.arange(len(index)), classes],
             classes=classes,
+            logits=logits.detach() if logits.requires_grad else logits,
         )
     return head
 
