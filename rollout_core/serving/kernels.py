@@ -3,21 +3,28 @@ thread, so that the user's first flow costs what later ones do. `python -m rollo
 numba's on-disk cache beforehand (rollout_core.build.kernels); here they are only loaded."""
 from __future__ import annotations
 
+import atexit
 import sys
 import threading
 
 _LOCK = threading.Lock()
 _THREAD: threading.Thread | None = None
+EXIT_WAIT_SECONDS = 60.0
+"""A process ending while the kernels load waits this long for them: a process that exits while numba's compiler
+is loading them in the background thread is aborted by the C++ runtime ("terminate called without an active
+exception", SIGABRT), which turns a clean SIGTERM of the warm server into a crash."""
 
 
 def start_flow_kernels() -> threading.Thread:
     """Start, once per process, a daemon thread loading flow's kernels (maths.flow_bounded.warm_up); later calls
-    return the same thread at once. The caller does not wait: the app calls it after its first page is drawn."""
+    return the same thread at once. The caller does not wait: the app calls it after its first page is drawn. The
+    process waits for it at exit (at most EXIT_WAIT_SECONDS), so it never exits in the middle of the load."""
     global _THREAD
     with _LOCK:
         if _THREAD is None:
             _THREAD = threading.Thread(target=_warm_up, name="flow-kernels", daemon=True)
             _THREAD.start()
+            atexit.register(_THREAD.join, EXIT_WAIT_SECONDS)
         return _THREAD
 
 
