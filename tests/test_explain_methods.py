@@ -80,6 +80,32 @@ def test_methods_with_the_same_forward_pass_share_it(tiny_handle: Callable[[str]
     assert len(forwards) == 1  # the full capture (per-head maps kept) is shared too
 
 
+def test_only_passes_of_attention_only_methods_run_without_autograd(tiny_handle: Callable[[str], Any],
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Attention-only methods run their pass in torch.inference_mode; a pass shared with a method that differentiates
+    (gradient x input reads the same per-head capture) keeps autograd, and both still equal their own explanations."""
+    import torch
+
+    modes: list[bool] = []
+    real = capture.forward
+
+    def recorded(model: Any, inputs: Any, **kwargs: Any) -> Any:
+        modes.append(torch.is_inference_mode_enabled())
+        return real(model, inputs, **kwargs)
+
+    monkeypatch.setattr(capture, "forward", recorded)
+    bert = tiny_handle("bert")
+    explain_methods(bert, "the cat sat", ["rollout", "attention", "flow"])
+    assert modes == [True]
+    modes.clear()
+    together = explain_methods(bert, "the cat sat", ["attention", "grad_x_input"], keep_heads=True)
+    assert modes == [False]  # one pass, shared with a method that differentiates
+    monkeypatch.setattr(capture, "forward", real)
+    for name, got in together.items():
+        _same(got, explain(bert, "the cat sat", method=name, keep_heads=True), name)
+    assert not torch.is_inference_mode_enabled()
+
+
 def test_a_method_named_twice_is_explained_once(tiny_handle: Callable[[str], Any]) -> None:
     got = explain_methods(tiny_handle("bert"), "the cat sat", ["rollout", "rollout", "attention"])
     assert list(got) == ["rollout", "attention"]

@@ -105,7 +105,8 @@ def explain_batch_methods(
     results: list[BatchResult | None] = [None] * len(options)
     stats = domain.applicable(handle)  # a model with domain statistics: keep its features, for the warnings
     for members in groups.values():
-        with domain.record_features(handle.model, None if stats is None else stats.module) as features:
+        with domain.record_features(handle.model, None if stats is None else stats.module) as features, \
+                _without_autograd([options[i] for i in members]):
             if _use_lowmem(handle, options[members[0]], real.shape):
                 done = [_streamed_batch(handle, inputs, real, head, targets, options[members[0]], pooled, pooling)]
             else:
@@ -115,6 +116,16 @@ def explain_batch_methods(
             result.features = features[0] if features else None  # the first forward pass: the model's own
             results[i] = result
     return [r for r in results if r is not None]
+
+
+def _without_autograd(options: list[Options]) -> contextlib.AbstractContextManager[Any]:
+    """`torch.inference_mode` for a group whose methods all read the attention weights alone
+    (`MethodSpec.attention_only`): nothing they compute is differentiated, so the forward pass and the maths skip
+    autograd's bookkeeping (version counters, view tracking), a few microseconds on each of a few hundred torch calls.
+    The tensors they return are inference tensors: read, converted or copied like any other, not changed in place."""
+    if all(methods.get(o.method).attention_only for o in options):
+        return torch.inference_mode()
+    return contextlib.nullcontext()
 
 
 def _shared_capture(handle: ModelHandle, opts: Options, shape: torch.Size) -> tuple[bool, str | None] | None:
