@@ -74,3 +74,23 @@ def test_two_models_on_compare_are_offered_only_methods_both_can_run() -> None:
     assert offered and not {"alti_tuned", "gradient", "attnlrp"} & {o.split(" · ")[0] for o in offered}
     assert not {methods.display_name(m) for m in ("alti_tuned", "gradient", "attnlrp")} & {
         o.split(" · ")[0] for o in offered}
+
+
+def test_a_link_naming_a_method_that_cannot_run_here_says_why(tiny_model_dir) -> None:
+    model = str(tiny_model_dir("bert"))
+    at = page("app_pages/text.py", model=model, method="alti_tuned", text="the cat sat")
+    assert_clean(at)
+    captions = " ".join(str(c.value) for c in at.caption)
+    # the method's own refusal, not a generic "not one of the choices"
+    assert "cannot run here: ALTI rollout over the fine-tuned blocks needs a model whose fine-tuned blocks are " \
+           "recorded" in captions
+    assert not [w for w in at.warning if "not one of the choices" in str(w.value)]
+    assert at.selectbox(key="method").value == measured.default_method(model, methods.names())
+
+
+def test_a_link_naming_no_method_at_all_gets_the_default_with_a_note(tiny_model_dir) -> None:
+    model = str(tiny_model_dir("bert"))
+    at = page("app_pages/text.py", model=model, method="nope", text="the cat sat")
+    assert_clean(at)
+    assert any("method=nope is not one of the choices" in str(w.value) for w in at.warning)
+    assert at.selectbox(key="method").value == measured.default_method(model, methods.names())

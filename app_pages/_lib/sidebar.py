@@ -73,7 +73,7 @@ def method_settings(key: str = "", target_help: str | None = None, model: str | 
     default = measured.default_method(model, methods.names())
     default = default if default in offered else offered[0]
     method_option = SPECS["method"]
-    param(k(method_option.url), default, offered)
+    param(k(method_option.url), default, tuple(methods.names()))  # a method that cannot run here: said below why
     chosen_for, model_key = st.session_state.get(f"_{k('method')}_model"), f"_{k('method')}_model"
     if chosen_for is not None and chosen_for != model:  # another model or modality: its own measured default
         st.session_state[k("method")] = default

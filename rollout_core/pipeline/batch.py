@@ -168,8 +168,8 @@ def _full_batch(
 
 def _method_batch(
     handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
-    captured: capture.Captured, recorded: Any, value_norms: Any, result: HeadResult, weights: torch.Tensor,
-    mask: torch.Tensor | None, pooling: str, opts: Options,
+    captured: capture.Captured, recorded: Any, value_norms: torch.Tensor | None, result: HeadResult,
+    weights: torch.Tensor, mask: torch.Tensor | None, pooling: str, opts: Options,
 ) -> BatchResult:
     """One method's BatchResult from a full capture."""
     method = methods.get(opts.method)
