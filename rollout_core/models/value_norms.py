@@ -47,7 +47,8 @@ _RECORDING: contextvars.ContextVar[tuple[tuple[dict[int, int], ValueNorms], ...]
 """The recordings open on this thread: each maps id(value projection) -> layer for its model, and the ValueNorms it
 fills (nested blocks each get every forward pass of their model). Empty: the hooks do nothing."""
 _INSTALL = threading.Lock()
-_HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, bool]" = weakref.WeakKeyDictionary()
+_HOOKED: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[dict[int, int], int] | None]" = weakref.WeakKeyDictionary()
+"""Per model: its value projections (id -> layer) and heads, None for a family `layer_access` cannot read."""
 
 
 @contextmanager
@@ -56,33 +57,32 @@ def record_value_norms(model: torch.nn.Module) -> Iterator[ValueNorms]:
     forward is kept). The hook is put on the model's value projections once (registering and removing hooks on
     every explanation showed in a short text's time) and records only inside such a block, on its thread."""
     result = ValueNorms()
-    layers = layer_access(model) if supports(model) else []
-    result.supported = bool(layers)
-    result.heads = layers[0].num_heads if layers else 1
-    if not layers:
+    hooked = _HOOKED[model] if model in _HOOKED else _install(model)
+    if hooked is None:
         yield result
         return
-    projections = [acc.value for acc in layers]
-    _install(model, projections)
-    token = _RECORDING.set(_RECORDING.get() + (({id(p): i for i, p in enumerate(projections)}, result),))
+    layers, result.heads = hooked
+    result.supported = True
+    token = _RECORDING.set(_RECORDING.get() + ((layers, result),))
     try:
         yield result
     finally:
         _RECORDING.reset(token)
 
 
-def _install(model: torch.nn.Module, projections: list[torch.nn.Linear]) -> None:
-    """`_record` on each value projection, once: a deep copy of the model (the corpus's int8 model) carries the very
-    same function in its copied modules, which then record for the copy."""
-    if model in _HOOKED:
-        return
+def _install(model: torch.nn.Module) -> tuple[dict[int, int], int] | None:
+    """`_record` on each value projection of `model`, once, and what `_HOOKED` keeps of it: a deep copy of the model
+    (the corpus's int8 model) carries the very same function in its copied modules, which then record for the copy."""
     with _INSTALL:
         if model in _HOOKED:
-            return
-        for projection in projections:
-            if _record not in projection._forward_hooks.values():
-                projection.register_forward_hook(_record)
-        _HOOKED[model] = True
+            return _HOOKED[model]
+        layers = layer_access(model) if supports(model) else []
+        for acc in layers:
+            if _record not in acc.value._forward_hooks.values():
+                acc.value.register_forward_hook(_record)
+        found = ({id(acc.value): i for i, acc in enumerate(layers)}, layers[0].num_heads) if layers else None
+        _HOOKED[model] = found
+        return found
 
 
 def _record(module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> None:

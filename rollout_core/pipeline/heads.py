@@ -68,7 +68,8 @@ def classifier_head(labels: Sequence[str], multi_label: bool, logits_of: Callabl
     probabilities are `calibration.calibrated_probabilities`; the explained class and the score are not changed."""
     def head(outputs: Any, real: torch.Tensor, targets: list[Any]) -> HeadResult:
         logits = logits_of(outputs)
-        probs = torch.sigmoid(logits) if multi_label else torch.softmax(logits.float(), dim=-1)
+        probs = torch.sigmoid(logits) if multi_label else torch.softmax(
+            logits if logits.dtype == torch.float32 else logits.float(), dim=-1)
         chosen = [_class_index(t, labels) for t in targets]
         predicted = probs.argmax(-1)
         index = [p if c is None else c for p, c in zip(predicted.tolist(), chosen)]
