@@ -414,10 +414,10 @@ def _default_method(handle: ModelHandle, method: str | None, capture_mode: str,
                     zero_shot: bool = False) -> tuple[str, str | None]:
     """The method to run and, when the caller named none, a note saying why it is that one: the measured best
     of this registry model (models/measured/<name>.json), else rollout."""
-    from rollout_core.models import measured
-
     if method is not None:
         return method, None
+    from rollout_core.models import measured
+
     if measured.figures(handle.name) is None:
         return measured.FALLBACK, f"the default: {handle.name} has no measured figures"
     chosen = measured.default_method(handle.name, methods.names())
@@ -441,7 +441,8 @@ def _options(handle: ModelHandle, opts: Options, zero_shot: bool = False) -> tup
     method, note = _default_method(handle, opts.method, opts.capture, zero_shot)
     spec = methods.get(method)
     first = spec.first_layer(handle) if spec.first_layer is not None else 0
-    resolved = validate(dataclasses.replace(opts, method=method), handle.num_layers, first)
+    resolved = validate(opts if opts.method == method else dataclasses.replace(opts, method=method),
+                        handle.num_layers, first)
     methods.check(method, handle, capture=resolved.capture, zero_shot=zero_shot)
     return resolved, note
 
