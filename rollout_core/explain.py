@@ -25,11 +25,9 @@ from typing import Any, Iterator, Sequence, Union
 import torch
 
 from rollout_core import methods
-from rollout_core.calibration import config_temperature
 from rollout_core.errors import InputError, RolloutError
 from rollout_core.explanation import Explanation
-from rollout_core.inputs.text import EncodedText, encode_texts, model_max_length, normalise_text, pad_batch
-from rollout_core.inputs.text import pad_token_id
+from rollout_core.inputs.text import EncodedText, encode_texts, lowered, normalise_text, pad_batch
 from rollout_core.models import families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.loading import load_model
@@ -37,7 +35,8 @@ from rollout_core.models.registry import DEFAULTS
 from rollout_core.options import SPECS, Options, validate, with_overrides
 from rollout_core.pipeline import to_device
 from rollout_core.pipeline.assemble import image_explanation, processed_image, text_explanation
-from rollout_core.pipeline.batch import BatchResult, explain_batch, explain_batch_methods
+from rollout_core.pipeline.batch import BatchResult, explain_batch, explain_batch_methods, without_autograd
+from rollout_core.pipeline.facts import handle_facts
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE, Head, image_head, text_head
 from rollout_core.pipeline.seq2seq import decoder_to_source, explain_seq2seq
 
@@ -276,15 +275,18 @@ class Prepared:
         return families.pooled_positions(self.handle, self.tokens, patches)
 
     def run(self) -> Explanation | list[Explanation]:
-        """The explanation (a list of them for a list of texts), computed from the encoded input."""
+        """The explanation (a list of them for a list of texts), computed from the encoded input (batched, then
+        assembled, without autograd where the method needs none: `without_autograd`)."""
         if self.image is not None:
-            return _noted([self._image_explanation()], self.note)[0]
+            with without_autograd([self.options]):
+                return _noted([self._image_explanation()], self.note)[0]
         if self.handle.task == "seq2seq":
             out = [explain_seq2seq(self.handle, e, self.options, t, self.limit)
                    for e, t in zip(self.encoded, self.targets)]
         else:
-            out = [text_explanation(self.handle, enc, result, b, self.options, self.limit, self.labels)
-                   for chunk, result in self.batches() for b, enc in enumerate(chunk)]
+            with without_autograd([self.options]):
+                out = [text_explanation(self.handle, enc, result, b, self.options, self.limit, self.labels)
+                       for chunk, result in self.batches() for b, enc in enumerate(chunk)]
         out = _noted(out, self.note)
         return out if self.batched else out[0]
 
@@ -293,7 +295,7 @@ class Prepared:
         size = max(1, int(self.batch_size))
         for start in range(0, len(self.encoded), size):
             chunk = self.encoded[start : start + size]
-            inputs = to_device(pad_batch(chunk, pad_token_id(self.handle.processor)), self.handle.device)
+            inputs = to_device(pad_batch(chunk, handle_facts(self.handle).pad_id), self.handle.device)
             real = inputs["attention_mask"].bool()
             yield chunk, explain_batch(self.handle, inputs, real, None, self.head, self.targets[start : start + size],
                                        self.options)
@@ -330,7 +332,7 @@ def _run_together(runs: list[Prepared]) -> list[Explanation]:
         real = torch.ones(1, image.layout.num_tokens, dtype=torch.bool, device=handle.device)
         results = explain_batch_methods(handle, image.inputs, real, image.layout, first.head, first.targets, options)
         return [_noted([run._image_result(result)], run.note)[0] for run, result in zip(runs, results)]
-    inputs = to_device(pad_batch(first.encoded, pad_token_id(first.handle.processor)), first.handle.device)
+    inputs = to_device(pad_batch(first.encoded, handle_facts(first.handle).pad_id), first.handle.device)
     results = explain_batch_methods(first.handle, inputs, inputs["attention_mask"].bool(), None, first.head,
                                     first.targets, options)
     return [_noted([text_explanation(run.handle, run.encoded[0], result, 0, run.options, run.limit, run.labels)],
@@ -348,9 +350,10 @@ def _prepare_texts(
     targets = _per_item_targets(target, len(texts))
     zero_shot = labels is not None
     opts, note = _options(handle, opts, zero_shot)
-    head = text_head(handle, labels, None if zero_shot or not handle.labels else config_temperature(handle.config))
-    limit = model_max_length(handle.processor, handle.config, families.spec_for(handle.config).position_offset,
-                             SPECS["max_length"].check(max_length))
+    facts = handle_facts(handle)
+    head = text_head(handle, labels, None if zero_shot or not handle.labels else facts.temperature)
+    assert facts.max_length is not None  # a text model's
+    limit = lowered(facts.max_length, SPECS["max_length"].check(max_length))
     encoded = encode_texts(handle.processor, [normalise_text(t) for t in texts], limit)
     return Prepared(handle, opts, head, targets, note, encoded=encoded, limit=limit, labels=labels, batched=batched,
                     batch_size=batch_size)

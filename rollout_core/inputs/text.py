@@ -66,12 +66,16 @@ def model_max_length(tokenizer: Any, config: Any, position_offset: int = 0, requ
         if isinstance(value, int) and value > 0:
             limits.append(value - position_offset)
             break
-    limit = min(limits) if limits else DEFAULT_MAX_LENGTH
-    if requested is not None:
-        if not isinstance(requested, int) or isinstance(requested, bool) or requested < 2:
-            raise InputError(f"max_length must be an integer of at least 2, not {requested!r}")
-        limit = min(limit, requested)
-    return limit
+    return lowered(min(limits) if limits else DEFAULT_MAX_LENGTH, requested)
+
+
+def lowered(limit: int, requested: int | None) -> int:
+    """A model's token `limit` lowered to `requested` (None: not lowered), which must be an integer of at least 2."""
+    if requested is None:
+        return limit
+    if not isinstance(requested, int) or isinstance(requested, bool) or requested < 2:
+        raise InputError(f"max_length must be an integer of at least 2, not {requested!r}")
+    return min(limit, requested)
 
 
 def encode_text(tokenizer: Any, text: str, max_length: int) -> EncodedText:

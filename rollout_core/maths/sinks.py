@@ -81,7 +81,8 @@ def find_sinks(
         if tuple(value_norms.shape) != tuple(over.shape):
             raise InputError(f"value_norms must be (layers, batch, n) = {tuple(over.shape)}, "
                              f"got {tuple(value_norms.shape)}")
-        norms = value_norms.to(device=over.device, dtype=over.dtype)
+        norms = value_norms if (value_norms.device, value_norms.dtype) == (over.device, over.dtype) else \
+            value_norms.to(device=over.device, dtype=over.dtype)
         masked = norms  # padded positions out of the median
         if attention_mask is not None:
             real = real_token_mask(attention_mask, over.shape[1], over.shape[2], over.device, torch.bool).bool()

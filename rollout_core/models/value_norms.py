@@ -92,4 +92,4 @@ def _record(module: torch.nn.Module, _inputs: Any, output: torch.Tensor) -> None
             continue
         if index == 0:
             result.layers.clear()
-        result.layers.append(output.detach())
+        result.layers.append(output.detach() if output.requires_grad else output)

@@ -15,6 +15,7 @@ from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.options import Options
 from rollout_core.pipeline.batch import BatchResult
+from rollout_core.pipeline.facts import handle_facts
 from rollout_core.pipeline.heads import ZERO_SHOT_TEMPERATURE
 from rollout_core.reliability.image import image_notes
 from rollout_core.reliability.text import model_limits, text_notes
@@ -30,10 +31,10 @@ def text_explanation(
     if labels is not None:
         extra["zero_shot_temperature"] = ZERO_SHOT_TEMPERATURE
     top = result.predictions[b][0] if result.predictions[b] else None
-    unk = getattr(handle.processor, "unk_token_id", None)
+    facts = handle_facts(handle)
     words = [i for i, s in zip(enc.input_ids, enc.special) if not s]
-    warnings = text_notes(len(words), sum(unk is not None and i == unk for i in words),
-                          unknown_token=str(getattr(handle.processor, "unk_token", None) or "unknown"),
+    warnings = text_notes(len(words), 0 if facts.unk_id is None else words.count(facts.unk_id),
+                          unknown_token=facts.unk_token,
                           label=None if top is None else top.label,
                           probability=None if top is None else top.probability,
                           truncation=enc.truncation, text=enc.text, **model_limits(handle.model.config))

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import functools
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import torch
@@ -18,6 +18,7 @@ from rollout_core.models import domain, families
 from rollout_core.models.handle import ModelHandle
 from rollout_core.models.value_norms import record_value_norms
 from rollout_core.options import Options
+from rollout_core.pipeline.facts import handle_facts
 from rollout_core.pipeline.heads import Head, HeadResult, causal_positions
 
 
@@ -94,20 +95,20 @@ def explain_batch_methods(
 ) -> list[BatchResult]:
     """`explain_batch` of each of `options` on one batch; those whose forward pass would be the same
     (`_shared_capture`) share one: the same capture, each method computed from it (equal to its own pass)."""
-    spec = families.spec_for(handle.config)
-    pooling = families.head_pooling(spec, handle.config, handle.model, handle.task)
+    pooling = handle_facts(handle).pooling
     patches = None if layout is None else layout.patch_positions.to(real.device)
     pooled = families.row_weights(pooling, real, patches)
+    streamed = [_use_lowmem(handle, opts, real.shape) for opts in options]
     groups: dict[Any, list[int]] = {}
     for i, opts in enumerate(options):
-        key = _shared_capture(handle, opts, real.shape)
+        key = None if streamed[i] else _shared_capture(opts)
         groups.setdefault(i if key is None else key, []).append(i)
     results: list[BatchResult | None] = [None] * len(options)
     stats = domain.applicable(handle)  # a model with domain statistics: keep its features, for the warnings
     for members in groups.values():
         with domain.record_features(handle.model, None if stats is None else stats.module) as features, \
-                _without_autograd([options[i] for i in members]):
-            if _use_lowmem(handle, options[members[0]], real.shape):
+                without_autograd([options[i] for i in members]):
+            if streamed[members[0]]:
                 done = [_streamed_batch(handle, inputs, real, head, targets, options[members[0]], pooled, pooling)]
             else:
                 done = _full_batch(handle, inputs, real, layout, head, targets, [options[i] for i in members],
@@ -118,7 +119,7 @@ def explain_batch_methods(
     return [r for r in results if r is not None]
 
 
-def _without_autograd(options: list[Options]) -> contextlib.AbstractContextManager[Any]:
+def without_autograd(options: Sequence[Options]) -> contextlib.AbstractContextManager[Any]:
     """`torch.inference_mode` for a group whose methods all read the attention weights alone
     (`MethodSpec.attention_only`): nothing they compute is differentiated, so the forward pass and the maths skip
     autograd's bookkeeping (version counters, view tracking), a few microseconds on each of a few hundred torch calls.
@@ -128,12 +129,12 @@ def _without_autograd(options: list[Options]) -> contextlib.AbstractContextManag
     return contextlib.nullcontext()
 
 
-def _shared_capture(handle: ModelHandle, opts: Options, shape: torch.Size) -> tuple[bool, str | None] | None:
-    """What decides the forward pass of `opts`' method when another method may share it: (hidden states asked
-    for, heads fused in the pass with this fusion); None when it runs alone (gradients or recording hooks, which
-    depend on the method, or the streaming capture)."""
+def _shared_capture(opts: Options) -> tuple[bool, str | None] | None:
+    """What decides the full capture's forward pass of `opts`' method when another method may share it: (hidden
+    states asked for, heads fused in the pass with this fusion); None when it runs alone (gradients or recording
+    hooks, which depend on the method)."""
     method = methods.get(opts.method)
-    if method.needs_gradients or method.recorder is not None or _use_lowmem(handle, opts, shape):
+    if method.needs_gradients or method.recorder is not None:
         return None
     return method.needs_hidden_states, opts.head_fusion if _fuse_in_forward(method, opts) else None
 
