@@ -6,29 +6,36 @@ from __future__ import annotations
 
 from rollout_core.methods._spec import Workload
 
-MATMUL_FLOPS_PER_SECOND = 4.5e10
+MATMUL_FLOPS_PER_SECOND = 7.0e10
 """Dense float32 matrix products (the forward pass's projections and MLP) on one request's thread pool."""
-LAYER_OVERHEAD_SECONDS = 1.0e-3
-"""Per layer and pass: Python, hooks, kernel launches, eager attention kept for the capture."""
-PAIR_SECONDS = 1.0e-9
-"""Per layer, (output, input) pair and hidden unit of the contribution methods' (n, n, d) tensors."""
+LAYER_OVERHEAD_SECONDS = 1.4e-3
+"""Per layer and pass: Python, hooks, kernel launches and the small operations around the products (what a forward
+pass of a few tokens costs per layer)."""
+PAIR_SECONDS = 1.5e-8
+"""Per layer, (output, input) pair and head: the contribution methods' passes over every head's attention weights
+(the norms' per-head Gram products; ALTI's transformed vectors are this per hidden unit, `alti.ALTI_PAIR_FACTOR`)."""
 PRODUCT_FLOPS_PER_SECOND = 1.0e10
 """The n x n products of a rollout (every layer's cumulative product is kept)."""
-REQUEST_SECONDS = 0.015
-"""Per call, whatever the method: tokenising or decoding the input, assembling the explanation (a corpus batch of
-16 rows pays it once: default-text's 100-row rollout run was estimated 2.9x its time when it was paid per row)."""
+REQUEST_SECONDS = 0.006
+"""Per call, whatever the method: tokenising the text or decoding and resizing the image, assembling the
+explanation (a corpus batch of 16 rows pays it once)."""
 
 
 def forward_seconds(w: Workload, passes: float = 1.0) -> float:
-    """`passes` forward passes of the whole encoder on `w.batch` inputs of `w.tokens` positions (24 n d^2
-    multiply-adds for the projections and MLP, 4x wide, and 4 n^2 d for attention, per layer; the per-layer overhead
-    once per pass, whatever the batch), plus the call's own handling once."""
-    one_pass = w.model_layers * LAYER_OVERHEAD_SECONDS + w.batch * matmul_seconds(w)
-    return REQUEST_SECONDS + passes * one_pass
+    """`passes` forward passes of the whole encoder on `w.batch` inputs of `w.tokens` positions (`pass_seconds`),
+    plus the call's own handling once."""
+    return REQUEST_SECONDS + passes * pass_seconds(w, w.batch)
+
+
+def pass_seconds(w: Workload, rows: float = 1.0) -> float:
+    """One pass of the encoder on `rows` inputs of `w.tokens` positions stacked in one batch: the per-layer overhead
+    once, whatever the batch, and each row's products."""
+    return w.model_layers * LAYER_OVERHEAD_SECONDS + rows * matmul_seconds(w)
 
 
 def matmul_seconds(w: Workload) -> float:
-    """The dense products of one forward pass of one input (no per-layer overhead)."""
+    """The dense products of one forward pass of one input (no per-layer overhead): 24 n d^2 multiply-adds for the
+    projections and MLP (4x wide) and 4 n^2 d for attention, per layer."""
     n, d = w.tokens, w.hidden
     return w.model_layers * (24 * n * d * d + 4 * n * n * d) / MATMUL_FLOPS_PER_SECOND
 
@@ -47,6 +54,8 @@ def rows_seconds(w: Workload) -> float:
 
 
 def pair_seconds(w: Workload, factor: float = 1.0) -> float:
-    """Per-layer work on every (output, input) pair across the hidden size (ALTI's and the norms' (n, n, d)
-    vectors), `factor` times the measured unit."""
-    return factor * w.batch * w.layers * w.tokens * w.tokens * w.hidden * PAIR_SECONDS
+    """Per-layer work on every (output, input) pair and head (the norms' and ALTI's per-head passes over the
+    attention), `factor` times the measured unit, plus the per-layer overhead of the method's own calls on each layer
+    of the range (once per layer, whatever the batch)."""
+    pairs = w.batch * w.tokens * w.tokens * w.heads * PAIR_SECONDS
+    return w.layers * (factor * pairs + LAYER_OVERHEAD_SECONDS)

@@ -21,14 +21,15 @@ def _contributions(method_input: MethodInput) -> torch.Tensor:
 
 
 
-ALTI_PAIR_FACTOR = 10.0
-"""ALTI's per-pair work (transformed vectors through the layer norm, L1 distances) in units of the norms' (measured)."""
+ALTI_PAIR_FACTOR = 0.03
+"""ALTI's work per pair, head and hidden unit (the transformed vectors T_i(x_j), a product with the heads as its inner
+dimension, then their L1 distances in float64), in units of the norms' work per pair and head (measured)."""
 
 
 def cost(w: Workload) -> float:
     """One recorded forward pass, ALTI's (n, n, d) transformed vectors per layer, the explained rows rolled out
     (the final product deferred)."""
-    return forward_seconds(w) + pair_seconds(w, ALTI_PAIR_FACTOR) + rows_seconds(w)
+    return forward_seconds(w) + pair_seconds(w, ALTI_PAIR_FACTOR * w.hidden) + rows_seconds(w)
 
 
 METHOD = MethodSpec(

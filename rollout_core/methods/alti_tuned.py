@@ -18,7 +18,6 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from rollout_core.methods._rows import contribution_rollout, layer_recorder
-from rollout_core.methods._cost import forward_seconds, pair_seconds, rows_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
@@ -72,9 +71,9 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 def cost(w: Workload) -> float:
     """ALTI's cost over the tuned blocks only (`w.layers`: the range starts at the first tuned block)."""
-    from rollout_core.methods.alti import ALTI_PAIR_FACTOR
+    from rollout_core.methods import alti
 
-    return forward_seconds(w) + pair_seconds(w, ALTI_PAIR_FACTOR) + rows_seconds(w)
+    return alti.cost(w)
 
 
 METHOD = MethodSpec(

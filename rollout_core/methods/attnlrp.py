@@ -41,7 +41,7 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 
 
-LRP_PASSES = 1.5
+LRP_PASSES = 2.5
 """A forward and backward pass under the LRP rules, in units of a plain forward pass (measured)."""
 
 

@@ -62,6 +62,12 @@ def compute(method_input: MethodInput) -> MethodOutput:
     return MethodOutput(layer_rows=torch.stack(rows), matrix=matrix, extras=extras)
 
 
+SOLVER_FACTOR = 0.7
+"""The solver's seconds per edge walked, in units of maths.flow_bounded's figure (SECONDS_PER_EDGE)."""
+PROBLEM_SECONDS = 2.5e-5
+"""Per max-flow problem, whatever its size: building its row graph and the call into the solver."""
+
+
 def cost_seconds(n: int, layers: int, *, outputs: int = 1, image: bool = False, full_matrix: bool = False) -> float:
     """Estimated seconds of `compute` on one n-token input through `layers` layers, from
     maths.flow_bounded.flow_cost_estimate: one row per layer prefix (mass-pruned on images), plus the whole
@@ -69,20 +75,16 @@ def cost_seconds(n: int, layers: int, *, outputs: int = 1, image: bool = False, 
     from rollout_core.maths.flow_bounded import PRUNED_EDGE_SHARE, flow_cost_estimate
 
     kept = PRUNED_EDGE_SHARE if image else 1.0
-    seconds = sum(flow_cost_estimate(n, top, 1, outputs=outputs, kept=kept)["seconds"] for top in range(1, layers + 1))
+    parts = [flow_cost_estimate(n, top, 1, outputs=outputs, kept=kept) for top in range(1, layers + 1)]
     if full_matrix and not image:
-        seconds += flow_cost_estimate(n, layers, n)["seconds"]
-    return seconds
-
-
-SOLVER_FACTOR = 2.0
-"""The solver's seconds on the shared machine (load 4-8), in units of maths.flow_bounded's quiet-machine figure."""
+        parts.append(flow_cost_estimate(n, layers, n))
+    return sum(SOLVER_FACTOR * part["seconds"] + PROBLEM_SECONDS * part["max_flows"] for part in parts)
 
 
 def cost(w: Workload) -> float:
     """The forward pass and the max-flow problems (`cost_seconds`), per input of the batch."""
     solver = cost_seconds(w.tokens, w.layers, outputs=w.outputs, image=w.image, full_matrix=w.full_matrix)
-    return forward_seconds(w) + w.batch * SOLVER_FACTOR * solver
+    return forward_seconds(w) + w.batch * solver
 
 
 def _explained(flow: "torch.Tensor", weights: "torch.Tensor", outputs: "list[int] | None") -> "torch.Tensor":

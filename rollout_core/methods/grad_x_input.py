@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Callable
 
 from rollout_core.methods._gradients import GRADIENT_ATTRIBUTION, per_position
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._cost import forward_seconds, pass_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 
 if TYPE_CHECKING:
@@ -38,13 +38,14 @@ def compute(method_input: MethodInput) -> MethodOutput:
 
 GRADIENT_PASSES = 2.5
 """A forward and backward pass on the input's features, in units of a plain forward pass (as AttnLRP's)."""
-SETUP_SECONDS = 0.015
-"""Per input: its continuous form and baseline, the autograd graph's first build (the 16-token case, measured)."""
+SETUP_SECONDS = 0.002
+"""Per input: its continuous form and baseline."""
 
 
 def cost(w: Workload) -> float:
-    """The capture's forward pass, then one forward and backward pass on the continuous input."""
-    return forward_seconds(w, 1 + GRADIENT_PASSES) + w.batch * SETUP_SECONDS
+    """The capture's forward pass, then one forward and backward pass per input on its continuous form (the inputs
+    of a batch one by one, each paying the per-layer overhead)."""
+    return forward_seconds(w) + w.batch * (GRADIENT_PASSES * pass_seconds(w) + SETUP_SECONDS)
 
 
 METHOD = MethodSpec(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from rollout_core.methods._gradients import GRADIENT_ATTRIBUTION, per_position
 from rollout_core.methods._rows import one_map
-from rollout_core.methods._cost import forward_seconds
+from rollout_core.methods._cost import forward_seconds, pass_seconds
 from rollout_core.methods._spec import MethodInput, MethodOutput, MethodSpec, Workload
 from rollout_core.methods.grad_x_input import SETUP_SECONDS
 
@@ -74,14 +74,15 @@ def describe(settings: dict[str, Any]) -> str:
             f"sum to the logit's change up to {gap:.2g}")
 
 
-STEP_PASSES = 1.5
-"""A forward and backward pass of one step, in units of a plain forward pass: the steps run CHUNKS at a time, so
-cheaper per row than a lone gradient (measured)."""
+STEP_PASSES = 2.2
+"""A forward and backward pass of a batch of steps, in units of a plain forward pass of that batch (measured)."""
 
 
 def cost(w: Workload) -> float:
-    """The capture's forward pass, a forward and backward pass per step and the completeness check's two rows."""
-    return forward_seconds(w, 1 + STEPS * STEP_PASSES + 1) + w.batch * SETUP_SECONDS
+    """The capture's forward pass, then per input (one by one): the steps' forward and backward passes, CHUNKS
+    batches of STEPS / CHUNKS rows, and the completeness check's pass on two rows."""
+    steps = STEP_PASSES * CHUNKS * pass_seconds(w, STEPS / CHUNKS)
+    return forward_seconds(w) + w.batch * (steps + pass_seconds(w, 2) + SETUP_SECONDS)
 
 
 METHOD = MethodSpec(

@@ -30,7 +30,7 @@ def _supported(model):
 
 
 
-ZEROED_SHARE = 1.5
+ZEROED_SHARE = 1.8
 """One zeroed token's re-run of a layer, in units of that layer's share of a forward pass's products (measured)."""
 CHUNK = 64
 """Zeroed copies per block call (maths.value_zeroing's `chunk`): the per-layer overhead is paid once per chunk."""
