@@ -81,3 +81,6 @@ def test_only_a_classifier_has_logits(tiny_handle):
         assert explain_text(tiny_handle(kind), source).logits is None, kind
     assert explain_image(tiny_handle("dinov2"), image).logits is None
     assert explain_text(tiny_handle("sentence"), "a cat").to_dict()["logits"] is None
+    # zero-shot labels give a prediction, but from similarities, not the model's own logits
+    zero_shot = explain_text(tiny_handle("sentence"), "a cat", labels=["animal", "food"])
+    assert zero_shot.prediction and zero_shot.logits is None

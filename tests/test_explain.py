@@ -210,6 +210,15 @@ def test_zero_shot_labels_against_independent_pooling(tiny_handle):
         explain_text(tiny_handle("bert"), "x", labels=labels)
 
 
+def test_zero_shot_gradients_read_the_similarities_without_a_warning(tiny_handle):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch warned "Converting a tensor with requires_grad=True to a scalar"
+        e = explain_text(tiny_handle("sentence"), "the cat sat", labels=["good", "bad"], method="gradient")
+    assert all(isinstance(p.similarity, float) for p in e.prediction)
+
+
 @pytest.mark.parametrize("text", ["", "   \n\t "])
 def test_empty_text_refused(tiny_handle, text):
     with pytest.raises(InputError, match="empty"):

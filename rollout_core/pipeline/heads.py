@@ -143,10 +143,11 @@ def zero_shot_head(handle: ModelHandle, labels: Sequence[str]) -> Head:
         text = _mean_pool(outputs.last_hidden_state, real)
         sims = text @ label_vectors.T  # (B, K) cosine similarities
         result = classifier_head(labels, False, lambda _: sims / ZERO_SHOT_TEMPERATURE)(outputs, real, targets)
-        predictions = [[dataclasses.replace(p, similarity=float(sims[b, p.index])) for p in top]
+        shown = sims.detach().tolist()  # read once; the explained score keeps its graph for the gradient methods
+        predictions = [[dataclasses.replace(p, similarity=shown[b][p.index]) for p in top]
                        for b, top in enumerate(result.predictions)]
         # its classes are the zero-shot labels, not model logits
-        return dataclasses.replace(result, predictions=predictions, classes=None)
+        return dataclasses.replace(result, predictions=predictions, classes=None, logits=None)
     return head
 
 
