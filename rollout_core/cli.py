@@ -246,7 +246,11 @@ def _cmd_serve(args: argparse.Namespace) -> int:
         print(server.start_detached(argv))
         return 0
     server.serve(main, args.idle_minutes * 60, args.preload, lambda line: print(line, flush=True))
-    return 0
+    # the server has cleaned up (socket, lock): the process ends now, without the interpreter's shutdown, which stops
+    # a daemon thread still loading flow's kernels in the middle of numba's C++ (std::terminate: exit by SIGABRT)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _cmd_evaluate(args: argparse.Namespace) -> int:

@@ -168,16 +168,38 @@ def test_sigterm_stops_the_server_and_removes_its_socket(tmp_path):
 
 
 def test_sigterm_while_flows_kernels_still_load_is_a_clean_exit(tmp_path):
-    # right after the ready line flow's kernels are still loading in their background thread; a process that
-    # exited under them was aborted by the C++ runtime (exit -6, "terminate called without an active exception")
-    # in 9 of 12 such starts
+    # right after the ready line flow's kernels are still loading in their background thread (from numba's cache, or
+    # compiling into an empty one); a process that exited under them was aborted by the C++ runtime (exit -6,
+    # "terminate called without an active exception") in 9 of 12 such starts
     for attempt in range(4):
         folder = tmp_path / f"srv{attempt}"
         folder.mkdir(mode=0o700)
-        proc = _start(folder, "--idle-minutes", "10", "--preload")
+        cache = {"NUMBA_CACHE_DIR": str(tmp_path / f"numba{attempt}")} if attempt % 2 else {}
+        proc = _start(folder, "--idle-minutes", "10", "--preload", env=_env(folder, **cache))
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=90) == 0, proc.stderr.read()
         assert "terminate called" not in proc.stderr.read() and not (folder / channel.SOCKET_NAME).exists()
+
+
+def test_the_serve_command_ends_its_process_once_the_server_has_cleaned_up(monkeypatch, capsys):
+    # not through the interpreter's shutdown, which would first wait for (or stop in the middle of) a kernel load
+    from rollout_core import cli
+    from rollout_core.warm import server
+
+    calls: list[str] = []
+
+    class Ended(BaseException):
+        pass
+
+    def end(status: int) -> None:
+        calls.append(f"exit {status}")
+        raise Ended
+
+    monkeypatch.setattr(server, "serve", lambda *args: calls.append("served"))
+    monkeypatch.setattr(cli.os, "_exit", end)
+    with pytest.raises(Ended):
+        cli.main(["serve", "--idle-minutes", "1"])
+    assert calls == ["served", "exit 0"]
 
 
 def test_a_folder_others_can_open_is_never_used(tmp_path):

@@ -9,10 +9,11 @@ import threading
 
 _LOCK = threading.Lock()
 _THREAD: threading.Thread | None = None
-EXIT_WAIT_SECONDS = 60.0
-"""A process ending while the kernels load waits this long for them: a process that exits while numba's compiler
-is loading them in the background thread is aborted by the C++ runtime ("terminate called without an active
-exception", SIGABRT), which turns a clean SIGTERM of the warm server into a crash."""
+EXIT_WAIT_SECONDS = 5.0
+"""A process ending while the kernels load waits this long for them (a load from numba's cache takes a second or
+two): the interpreter's shutdown stops the loading thread in the middle of numba's C++, which the C++ runtime
+answers with std::terminate ("terminate called without an active exception", SIGABRT). Short, so that stopping the
+app never hangs on a kernel that is still compiling; the warm server's process skips the shutdown instead."""
 
 
 def start_flow_kernels() -> threading.Thread:
