@@ -172,7 +172,8 @@ def _swin():
 BUILDERS: dict[str, Builder] = {
     "bert": _bert(tf.BertForSequenceClassification, labels=True),
     "bert-long": _bert(tf.BertForSequenceClassification, labels=True, layers=12, max_length=256),  # slow flows
-    "bert-deep": _bert(tf.BertForSequenceClassification, labels=True, layers=24, max_length=256),  # flows estimated ~30 s, run ~8 s
+    # flows estimated ~30 s (they run ~8 s): the fair-share browser test's heavy request
+    "bert-deep": _bert(tf.BertForSequenceClassification, labels=True, layers=24, max_length=256),
     "bert-encoder": _bert(tf.BertModel, labels=False),
     "sentence": _bert(tf.BertModel, labels=False),
     "distilbert": _distilbert,
