@@ -278,8 +278,7 @@ class Prepared:
         """The explanation (a list of them for a list of texts), computed from the encoded input (batched, then
         assembled, without autograd where the method needs none: `without_autograd`)."""
         if self.image is not None:
-            with without_autograd([self.options]):
-                return _noted([self._image_explanation()], self.note)[0]
+            return _run_together([self])[0]
         if self.handle.task == "seq2seq":
             out = [explain_seq2seq(self.handle, e, self.options, t, self.limit)
                    for e, t in zip(self.encoded, self.targets)]
@@ -300,13 +299,6 @@ class Prepared:
             yield chunk, explain_batch(self.handle, inputs, real, None, self.head, self.targets[start : start + size],
                                        self.options)
 
-    def _image_explanation(self) -> Explanation:
-        image, handle = self.image, self.handle
-        assert image is not None
-        real = torch.ones(1, image.layout.num_tokens, dtype=torch.bool, device=handle.device)
-        return self._image_result(explain_batch(handle, image.inputs, real, image.layout, self.head, self.targets,
-                                                self.options))
-
     def _image_result(self, result: BatchResult) -> Explanation:
         """The image's Explanation from its batch result."""
         image, handle = self.image, self.handle
@@ -321,22 +313,27 @@ class Prepared:
 
 
 def _run_together(runs: list[Prepared]) -> list[Explanation]:
-    """Each of `runs` (one input encoded once, one method each) explained, the batch computed once for all
-    (`explain_batch_methods`: methods with the same forward pass share it); each equals its own `run()`."""
+    """Each of `runs` (one text or image encoded once, one method each) explained, the batch computed once for all
+    (`explain_batch_methods`: methods with the same forward pass share it) and each assembled without autograd where
+    its method needs none; each equals its own `run()`."""
     first = runs[0]
     if first.handle.task == "seq2seq":
         return [run.run() for run in runs]
-    options = [run.options for run in runs]
+    handle, layout = first.handle, None if first.image is None else first.image.layout
     if first.image is not None:
-        image, handle = first.image, first.handle
-        real = torch.ones(1, image.layout.num_tokens, dtype=torch.bool, device=handle.device)
-        results = explain_batch_methods(handle, image.inputs, real, image.layout, first.head, first.targets, options)
-        return [_noted([run._image_result(result)], run.note)[0] for run, result in zip(runs, results)]
-    inputs = to_device(pad_batch(first.encoded, handle_facts(first.handle).pad_id), first.handle.device)
-    results = explain_batch_methods(first.handle, inputs, inputs["attention_mask"].bool(), None, first.head,
-                                    first.targets, options)
-    return [_noted([text_explanation(run.handle, run.encoded[0], result, 0, run.options, run.limit, run.labels)],
-                   run.note)[0] for run, result in zip(runs, results)]
+        inputs = first.image.inputs
+        real = torch.ones(1, first.image.layout.num_tokens, dtype=torch.bool, device=handle.device)
+    else:
+        inputs = to_device(pad_batch(first.encoded, handle_facts(handle).pad_id), handle.device)
+        real = inputs["attention_mask"].bool()
+    results = explain_batch_methods(handle, inputs, real, layout, first.head, first.targets,
+                                    [run.options for run in runs])
+    out = []
+    for run, result in zip(runs, results):
+        with without_autograd([run.options]):
+            out += _noted([run._image_result(result) if run.image is not None else text_explanation(
+                handle, run.encoded[0], result, 0, run.options, run.limit, run.labels)], run.note)
+    return out
 
 
 def _prepare_texts(

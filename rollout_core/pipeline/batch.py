@@ -162,16 +162,19 @@ def _full_batch(
                                head_fusion=opts.head_fusion if _fuse_in_forward(method, opts) else None)
     result = found.get("head") or head(captured.outputs, real, targets)
     weights = result.weights if result.weights is not None else pooled
-    return [_method_batch(handle, inputs, real, layout, captured, recorded, value_norms.norms, result, weights, mask,
-                          pooling, o) for o in options]
+    norms = value_norms.norms
+    sinks = {fusion: find_sinks(captured.maths_attentions, norms, mask, head_fusion=fusion)  # once per fusion asked
+             for fusion in dict.fromkeys(o.head_fusion for o in options)}
+    return [_method_batch(handle, inputs, real, layout, captured, recorded, result, weights, mask, pooling, o,
+                          sinks[o.head_fusion]) for o in options]
 
 
 def _method_batch(
     handle: ModelHandle, inputs: dict[str, Any], real: torch.Tensor, layout: families.ImageLayout | None,
-    captured: capture.Captured, recorded: Any, value_norms: torch.Tensor | None, result: HeadResult,
-    weights: torch.Tensor, mask: torch.Tensor | None, pooling: str, opts: Options,
+    captured: capture.Captured, recorded: Any, result: HeadResult, weights: torch.Tensor, mask: torch.Tensor | None,
+    pooling: str, opts: Options, sinks: SinkReport,
 ) -> BatchResult:
-    """One method's BatchResult from a full capture."""
+    """One method's BatchResult from a full capture and its sinks (found with the method's head fusion)."""
     method = methods.get(opts.method)
     atts = captured.attentions
     s, e = opts.start_layer, opts.end_layer
@@ -180,7 +183,6 @@ def _method_batch(
                                                       target_index=result.classes))
     layer_att = out.layer_maps if out.layer_maps is not None else layer_attention(
         atts[s:e], head_fusion=opts.head_fusion, attention_mask=mask)
-    sinks = find_sinks(captured.maths_attentions, value_norms, mask, head_fusion=opts.head_fusion)
     w = weights.to(layer_att.dtype)
     batch = _build(
         real, result, pooling, "full", layer_rows=out.layer_rows,
